@@ -4,7 +4,8 @@
 // Shared tiles for wgmma: a tile of ROWS rows x D 16-bit elements (D a multiple of 64) is D / 64 column blocks of
 // ROWS x 128 bytes, 1024-byte aligned; inside a block, the 16-byte chunk c of row r sits at chunk c ^ (r % 8) (the
 // hardware's 128-byte swizzle, so that one descriptor covers 8-row groups 1024 bytes apart). Rows are K-major for
-// Q and K (a wgmma k step of 16 elements is a 32-byte offset inside the block) and N-major for V.
+// Q and K (a wgmma k step of 16 elements is a 32-byte offset inside the block) and N-major for V; the backward reads
+// its Q and dO tiles both ways (K-major for S^T = K Q^T and dP^T = V dO^T, N-major for dK += dS^T Q and dV += P^T dO).
 #pragma once
 
 #include "common.cuh"
@@ -153,6 +154,23 @@ __device__ __forceinline__ void load_tile_sw128_async(unsigned s_tile, const T* 
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), \
           "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                                  \
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                        \
+  }                                                                                                       \
+  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 64 from shared memory, K-major */  \
+  static __device__ __forceinline__ void ss_n64(float (&d)[8][4], unsigned long long desc_a,              \
+                                                unsigned long long desc_b, int scale_d) {                 \
+    asm volatile(                                                                                         \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                      \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                   \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "               \
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                   \
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),       \
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),       \
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),       \
+          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),       \
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),       \
+          "+f"(d[7][2]), "+f"(d[7][3])                                                                    \
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                        \
   }                                                                                                       \
   /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */               \

@@ -1,5 +1,6 @@
 """Kernel timings on a GPU machine (run by scripts/gpu_check.sh): the forward on a few masks and shapes, the
-backward per path with a per-kernel breakdown, and SDPA flash as the yardstick, in one short table each.
+backward per path with a per-kernel breakdown (on Hopper: the wgmma dK/dV kernel, the mma.sync one with
+MASKATTN_SM90=0, and atomic dQ), and SDPA flash as the yardstick, in one short table each.
 
     python3 scripts/gpu_timing.py [--variants]
 
@@ -103,19 +104,26 @@ def forward_rows(rng, variants):
 
 
 def backward_rows(rng):
+    """Per mask, three paths: deterministic (the wgmma dK/dV kernel where the device runs it), deterministic with
+    MASKATTN_SM90=0 (mma.sync everywhere, the forward too), atomic dQ; each row's forward runs on its setting."""
     B, H, n, D = 1, 16, 8192, 128
     rows = []
+    device = cp.cuda.Device().id
     for name, spec in (("causal", masks.causal(n)), ("full", masks.full(n))):
         plan = compile_mask(spec, tile=_cuda.tile_for(D, BF16))
         q, k, v, do = inputs(4, (B, H, n, D), BF16, rng)
-        out, lse = _cuda.forward(q, k, v, plan, D ** -0.5)
-        fwd = median_ms(lambda: _cuda.forward(q, k, v, plan, D ** -0.5, out=out), reps=10)
         flops = 4 * D * pairs_of(plan, B, H)
-        for label, det in (("deterministic", True), ("atomic dQ", False)):
+        for det, sm90 in ((True, "1"), (True, "0"), (False, "1")):
+            os.environ["MASKATTN_SM90"] = sm90
+            out, lse = _cuda.forward(q, k, v, plan, D ** -0.5)
+            fwd = median_ms(lambda: _cuda.forward(q, k, v, plan, D ** -0.5, out=out), reps=10)
             run = lambda: _cuda_backward.backward(do, q, k, v, out, lse, plan, D ** -0.5, det)  # noqa: E731
             bwd = median_ms(run, reps=10)
+            wgmma = _cuda_backward.uses_sm90(D, plan.tile, det, device)
+            label = ("wgmma" if wgmma else "mma.sync") + ("" if det else " atomic dQ")
             print(f"{name} {label} kernels (ms): {kernel_breakdown(run)}")
             rows.append((name, label, fwd, bwd, flops / fwd / 1e9, 2.5 * flops / bwd / 1e9, 3.5 * flops / (fwd + bwd) / 1e9))
+    os.environ.pop("MASKATTN_SM90")
     return rows
 
 
@@ -157,9 +165,9 @@ def main():
     for name, B, n, D, dt, config, ms, tf in fwd:
         print(f"{name:<24}{B:>3}{n:>7}{D:>5} {dt:<9}{config:<21}{ms:>8.3f}{tf:>9.1f}")
     print("\nbackward, B=1 H=16 n=8192 D=128 bf16")
-    print(f"{'mask':<8}{'path':<15}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
+    print(f"{'mask':<8}{'dK/dV path':<20}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
     for name, label, f, b, tf, tb, tfb in bwd:
-        print(f"{name:<8}{label:<15}{f:>8.3f}{b:>8.3f}{tf:>8.1f}{tb:>8.1f}{tfb:>8.1f}")
+        print(f"{name:<8}{label:<20}{f:>8.3f}{b:>8.3f}{tf:>8.1f}{tb:>8.1f}{tfb:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
-runs; on Hopper, head dims 64 and 128 take the wgmma forward and 96 the mma.sync one); the decode forward (GQA packing, the 64 x 64 tile, split-KV and the combine kernel); and the GPU
-dense-mask classifier.
+runs; on Hopper, head dims 64 and 128 take the wgmma forward and dK/dV kernels, 96 the mma.sync ones, and the
+last case the mma.sync dK/dV kernel with atomic dQ); the decode forward (GQA packing, the 64 x 64 tile, split-KV
+and the combine kernel); and the GPU dense-mask classifier.
 """
 
 import cupy as cp
@@ -22,12 +23,14 @@ cases = [
     ("intervals", masks.causal(n_q, n_k), np.dtype(ml_dtypes.bfloat16), 64),
     ("bits", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 128),
     ("intervals, head dim 96 (the mma.sync forward on Hopper)", masks.causal(n_q, n_k), np.float16, 96),
+    ("bits, atomic dQ", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 128),
 ]
 for name, spec, dtype, D in cases:
     q = cp.asarray(rng.standard_normal((1, 4, n_q, D)).astype(dtype))
     k, v = (cp.asarray(rng.standard_normal((1, 2, n_k, D)).astype(dtype)) for _ in range(2))
     out, lse = maskattn.attention(q, k, v, spec, return_lse=True)
-    dq, dk, dv = maskattn.attention_backward(cp.ones_like(out), q, k, v, out, lse, spec)
+    dq, dk, dv = maskattn.attention_backward(cp.ones_like(out), q, k, v, out, lse, spec,
+                                             deterministic="atomic" not in name)
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")
 q = cp.asarray(rng.standard_normal((2, 8, 3, 64)).astype(np.float16))

@@ -1,5 +1,5 @@
-"""Every gpu/*.cu compiles alone with nvcc for sm_80 and sm_90 (the wgmma forward, fwd_sm90.cu, for sm_90a only),
-and the main forward and backward configurations do not spill.
+"""Every gpu/*.cu compiles alone with nvcc for sm_80 and sm_90 (the wgmma kernels, fwd_sm90.cu and bwd_sm90.cu, for
+sm_90a only), and the main forward and backward configurations do not spill.
 
 Runs where nvcc is installed, GPU or not. Without nvcc it skips, except under CI=true, where a missing compiler
 is a failure: CI must exercise the kernels' sources.
@@ -17,7 +17,7 @@ import pytest
 
 GPU_DIR = pathlib.Path(__file__).resolve().parents[1] / "gpu"
 ARCHS = ("sm_80", "sm_90")
-ARCHS_OF = {"fwd_sm90.cu": ("sm_90a",)}  # wgmma and setmaxnreg exist only on sm_90a
+ARCHS_OF = {"fwd_sm90.cu": ("sm_90a",), "bwd_sm90.cu": ("sm_90a",)}  # wgmma and setmaxnreg exist only on sm_90a
 
 # Per source, the configurations to build (-D knobs) and whether ptxas must report no local-memory spills.
 _FWD_MAIN = [
@@ -42,7 +42,7 @@ _SM90 = [
     for dtype, d, mask in itertools.product(("half_t", "bf16_t"), (64, 128),
                                             ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
-CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER, "bwd.cu": _BWD_MAIN, "fwd_sm90.cu": _SM90}
+CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER, "bwd.cu": _BWD_MAIN, "fwd_sm90.cu": _SM90, "bwd_sm90.cu": _SM90}
 
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 

@@ -238,29 +238,35 @@ def sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + 5 * 128 * head_dim * 2 + 128
 
 
-@functools.lru_cache(maxsize=None)
 def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int):
-    """fwd_sm90_kernel for sm_90a, compiled by NVRTC directly (CuPy would add -arch=sm_90, which lacks wgmma)."""
+    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module)."""
+    smem = sm90_smem_bytes(head_dim)
+    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode), smem, device_id)
+    return kernel, smem, module
+
+
+@functools.lru_cache(maxsize=None)
+def sm90_function(source: str, name: str, smem: int, device_id: int):
+    """Kernel ``name`` of gpu/``source`` for sm_90a, compiled by NVRTC directly (CuPy would add -arch=sm_90, which
+    lacks wgmma), its dynamic shared-memory limit raised to ``smem`` bytes: (kernel, module)."""
     from cupy.cuda import driver, function
     from cupy_backends.cuda.libs import nvrtc
 
     src = _source_dir()
-    name = sm90_kernel_name(ctype, head_dim, mask_mode)
-    prog = nvrtc.createProgram((src / "fwd_sm90.cu").read_text(), "fwd_sm90.cu", [], [])
+    prog = nvrtc.createProgram((src / source).read_text(), source, [], [])
     try:
         nvrtc.addNameExpression(prog, name)
         try:
             nvrtc.compileProgram(prog, [*nvrtc_options(src), "-arch=sm_90a", "-ftz=true"])
         except nvrtc.NVRTCError as err:
-            raise RuntimeError(f"NVRTC failed on fwd_sm90.cu for {name}:\n{nvrtc.getProgramLog(prog)}") from err
+            raise RuntimeError(f"NVRTC failed on {source} for {name}:\n{nvrtc.getProgramLog(prog)}") from err
         module = function.Module()
         module.load(nvrtc.getCUBIN(prog))
         kernel = module.get_function(nvrtc.getLoweredName(prog, name))
     finally:
         nvrtc.destroyProgram(prog)
-    smem = sm90_smem_bytes(head_dim)
     driver.funcSetAttribute(kernel.ptr, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    return kernel, smem, module  # the module must outlive the kernel
+    return kernel, module  # the module must outlive the kernel
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,7 +4,9 @@ Needs CuPy and a CUDA device; skipped, with the reason shown, without them. Each
 a seed of its own, runs the float64 reference forward and backward (``maskattn._reference``) on exact float64
 copies of them, hands the GPU backward the reference's out (rounded to the input dtype) and LSE (float32), poisons
 dq, dk and dv with NaN so an unwritten element fails, and compares each gradient by relative L2 error. Rows that see
-no key and keys that no row of a KV head's query heads sees must get exactly zero gradients.
+no key and keys that no row of a KV head's query heads sees must get exactly zero gradients. Where the dK/dV pass
+runs the wgmma kernel (bwd_sm90.cu: Hopper, head dims 64 and 128, deterministic), every check is made on the
+mma.sync kernel too (MASKATTN_SM90=0), on the same inputs.
 """
 
 import numpy as np
@@ -34,20 +36,22 @@ def _expanded_mask(plan, B, H):
     return np.broadcast_to(dense, (B, H) + dense.shape[2:])
 
 
-def _check(got, ref, plan, dtype_name):
+def _check(got, ref, plan, dtype_name, kernel=""):
+    """kernel: the dK/dV kernel that ran, named in the failure messages where both ran."""
     dq, dk, dv = (_host(x) for x in got)
+    at = f" ({kernel} dK/dV kernel)" if kernel else ""
     B, H = dq.shape[:2]
     Hk = dk.shape[1]
     for name, x, r in (("dq", dq, ref[0]), ("dk", dk, ref[1]), ("dv", dv, ref[2])):
         nan = np.isnan(x)
-        assert not nan.any(), f"{name}: {nan.sum()} of {x.size} elements are NaN (unwritten?)"
+        assert not nan.any(), f"{name}{at}: {nan.sum()} of {x.size} elements are NaN (unwritten?)"
         err = np.linalg.norm(x - r) / max(np.linalg.norm(r), 1e-30)
-        assert err <= TOL[dtype_name], f"{name}: relative L2 error {err:.3g} > {TOL[dtype_name]}"
+        assert err <= TOL[dtype_name], f"{name}{at}: relative L2 error {err:.3g} > {TOL[dtype_name]}"
     dense = _expanded_mask(plan, B, H)
     empty_rows = ~dense.any(axis=-1)
-    assert np.all(dq[empty_rows] == 0), "rows that see no key must get dq = 0"
+    assert np.all(dq[empty_rows] == 0), f"rows that see no key must get dq = 0{at}"
     empty_cols = ~dense.reshape(B, Hk, H // Hk, *dense.shape[2:]).any(axis=(2, 3))
-    assert np.all(dk[empty_cols] == 0) and np.all(dv[empty_cols] == 0), "keys no row sees must get dk = dv = 0"
+    assert np.all(dk[empty_cols] == 0) and np.all(dv[empty_cols] == 0), f"keys no row sees must get dk = dv = 0{at}"
 
 
 def _inputs(rng, spec, dtype, head_dim, B, H, Hk, layout):
@@ -60,7 +64,8 @@ def _inputs(rng, spec, dtype, head_dim, B, H, Hk, layout):
 def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layout="bhnd", deterministic=True,
          inputs=None):
     """Reference forward and backward in float64, then the GPU backward on the same values; checks and returns
-    (plan, device inputs, gpu gradients)."""
+    (plan, device inputs, gpu gradients): both dK/dV kernels where the wgmma one is the default (the module
+    docstring), returning the default's gradients."""
     dtype = _dtype(dtype_name)
     plan = compile_mask(spec, tile=_cuda.tile_for(head_dim, dtype))
     if inputs is None:
@@ -71,11 +76,17 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
     ref = _reference.backward(do64, q64, k64, v64, out64, lse64, plan, scale)
     _, out = _make(rng, q.shape, dtype, layout, values=out64)
     lse = cp.asarray(lse64.astype(np.float32))
-    grads = (_poisoned(q.shape, dtype, layout), _poisoned(k.shape, dtype, layout), _poisoned(k.shape, dtype, layout))
-    got = _cuda_backward.backward(do, q, k, v, out, lse, plan, scale, deterministic,
-                                  dq=grads[0], dk=grads[1], dv=grads[2])
-    assert all(g is x for g, x in zip(got, grads))
-    _check(got, ref, plan, dtype_name)
+    wgmma = _cuda_backward.uses_sm90(head_dim, plan.tile, deterministic, cp.cuda.Device().id)
+    # the mma.sync kernel first where the default is the wgmma one, so that the default's gradients are returned
+    for kernel in ("mma.sync", "wgmma") if wgmma else ("",):
+        with pytest.MonkeyPatch.context() as env:
+            if kernel == "mma.sync":
+                env.setenv("MASKATTN_SM90", "0")
+            grads = tuple(_poisoned(x.shape, dtype, layout) for x in (q, k, k))
+            got = _cuda_backward.backward(do, q, k, v, out, lse, plan, scale, deterministic,
+                                          dq=grads[0], dk=grads[1], dv=grads[2])
+            assert all(g is x for g, x in zip(got, grads))
+            _check(got, ref, plan, dtype_name, kernel)
     return plan, (do, q, k, v, out, lse), got
 
 
