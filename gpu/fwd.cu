@@ -338,22 +338,27 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
   }
 
   T* out = o + b * o_sb + h * o_sh + PackedRows{pack, o_sh, o_sn}(r);
+  // every lane runs every step (the shuffles read all 32 lanes' weights); lanes past D only skip loads and stores
 #pragma unroll
-  for (int c = 4 * lane; c < D; c += 128) {
+  for (int c0 = 0; c0 < D; c0 += 128) {
+    const int c = c0 + 4 * lane;
+    const bool active = c < D;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s = 0; s < num_splits; ++s) {
       const float ws = __shfl_sync(0xffffffffu, w, s);
-      if (ws == 0.f) continue;  // uniform across the warp: splits that saw no key
+      if (ws == 0.f || !active) continue;  // ws == 0 (uniform across the warp): splits that saw no key
       const float4 x = *reinterpret_cast<const float4*>(o_part + (s * split_stride + row) * D + c);
       acc[0] = fmaf(ws, x.x, acc[0]);
       acc[1] = fmaf(ws, x.y, acc[1]);
       acc[2] = fmaf(ws, x.z, acc[2]);
       acc[3] = fmaf(ws, x.w, acc[3]);
     }
-    uint2 packed;
-    packed.x = Ops::pack(acc[0], acc[1]);
-    packed.y = Ops::pack(acc[2], acc[3]);
-    *reinterpret_cast<uint2*>(out + c) = packed;
+    if (active) {
+      uint2 packed;
+      packed.x = Ops::pack(acc[0], acc[1]);
+      packed.y = Ops::pack(acc[2], acc[3]);
+      *reinterpret_cast<uint2*>(out + c) = packed;
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 #   installs carried wheels (.whl/, e.g. meson-python where no index is reachable), builds and installs maskattn,
 #   runs tests/gpu and compute-sanitizer (scripts/sanitize.py), then scripts/gpu_timing.py and the decode bench
 #   (python -m maskattn bench --decode) print short tables last (MASKATTN_VARIANTS=1: also other forward tile
-#   configurations; MASKATTN_DECODE=0 skips the decode bench).
+#   configurations; MASKATTN_SANITIZE=0, MASKATTN_TIMING=0, MASKATTN_DECODE=0 skip those parts).
 # Logs go to $OUT (default /tmp/maskattn-gpu): build.log, pytest.log, timing.log, decode/.
 # Usage: bash scripts/gpu_check.sh [pytest args...]
 #        MASKATTN_NCU=1 bash scripts/gpu_check.sh   # instead of tests and timing: Nsight Compute on one forward
@@ -69,8 +69,10 @@ if [ "${MASKATTN_SANITIZE:-1}" = 1 ]; then
   done
 fi
 
-echo "== timing"
-python3 scripts/gpu_timing.py ${MASKATTN_VARIANTS:+--variants} 2>&1 | tee "$OUT/timing.log"
+if [ "${MASKATTN_TIMING:-1}" = 1 ]; then
+  echo "== timing"
+  python3 scripts/gpu_timing.py ${MASKATTN_VARIANTS:+--variants} 2>&1 | tee "$OUT/timing.log"
+fi
 
 if [ "${MASKATTN_DECODE:-1}" = 1 ]; then
   echo "== decode bench"

@@ -1,5 +1,6 @@
 """Host overhead of one attention call on a GPU machine: wall time per call (the GPU kept busy elsewhere does not
-hide it here), a cProfile of the torch path, and the pieces (DLPack in and out, the CuPy-level launch).
+hide it here), GPU time per call back to back and inside a CUDA graph (the kernels alone), a cProfile of the torch
+path, and the pieces (the CuPy-level call, one raw launch).
 
     python3 scripts/profile_overhead.py
 """
@@ -37,6 +38,20 @@ def gpu_us(fn, reps=50):
     return start.elapsed_time(stop) / reps * 1e3
 
 
+def graph_us(fn, reps=20):
+    """GPU time per call of `reps` calls captured in one CUDA graph: no host work between kernels."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    return gpu_us(graph.replay, reps=10) / reps
+
+
 cases = {
     "tree 1024 B1": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=1024), 1, 32, 32),
     "tree 4096 B8": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=4096), 8, 32, 32),
@@ -49,27 +64,25 @@ for name, (spec, B, H, Hk) in cases.items():
     gqa = {"enable_gqa": True} if H != Hk else {}
     sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, **gqa)  # noqa: E731
     print(f"== {name}")
-    print(f"  maskattn torch   wall {per_call_us(lambda: maskattn.attention(q, k, v, spec)):8.1f} us/call  "
-          f"gpu {gpu_us(lambda: maskattn.attention(q, k, v, spec)):8.1f} us")
+    call = lambda: maskattn.attention(q, k, v, spec)  # noqa: E731
+    print(f"  maskattn torch   wall {per_call_us(call):8.1f} us/call  gpu {gpu_us(call):8.1f} us  "
+          f"in a CUDA graph {graph_us(call):8.1f} us")
     print(f"  maskattn cupy    wall {per_call_us(lambda: maskattn.attention(qc, kc, vc, spec)):8.1f} us/call")
     pack = H // Hk
     plan = compile_mask(spec.repeat_rows(pack), tile=_cuda.tile_for(128, qc.dtype, rows=spec.n_q * pack))
     forward = lambda: _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack)  # noqa: E731
     print(f"  _cuda.forward    wall {per_call_us(forward):8.1f} us/call  gpu {gpu_us(forward):8.1f} us")
-    _cuda._LAUNCHES.clear()
     out, lse = _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
-    launch = next(iter(_cuda._LAUNCHES.values()))
-    cupy_launch = per_call_us(lambda: launch.kernel(launch.grid, launch.block, (qc, kc, vc, out, lse, None, None)
-                                                    + launch.args, shared_mem=launch.smem))
-    raw = per_call_us(lambda: launch.fwd(qc, kc, vc, out, lse, None, None))
-    print(f"  one fwd launch   wall {raw:8.1f} us (CuPy's launch: {cupy_launch:.1f} us; unsplit, grid {launch.grid})")
-    print(f"  sdpa no mask     wall {per_call_us(sdpa):8.1f} us/call  gpu {gpu_us(sdpa):8.1f} us")
-    print(f"  cp.from_dlpack x3     {per_call_us(lambda: [cp.from_dlpack(x) for x in (q, k, v)]):8.1f} us")
-    print(f"  torch.from_dlpack x1  {per_call_us(lambda: torch.from_dlpack(qc)):8.1f} us")
-    _cuda._LAUNCHES.clear()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(200):
-        maskattn.attention(q, k, v, spec)
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+    launch = _cuda.forward_launch(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
+    stream = cp.cuda.get_current_stream().ptr
+    raw = per_call_us(lambda: launch(stream, qc.data.ptr, kc.data.ptr, vc.data.ptr, out.data.ptr, lse.data.ptr))
+    print(f"  one fwd launch   wall {raw:8.1f} us (unsplit, grid {launch.grid})")
+    print(f"  sdpa no mask     wall {per_call_us(sdpa):8.1f} us/call  gpu {gpu_us(sdpa):8.1f} us  "
+          f"in a CUDA graph {graph_us(sdpa):8.1f} us")
+    if name == "tree 1024 B1":
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(200):
+            maskattn.attention(q, k, v, spec)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(14)

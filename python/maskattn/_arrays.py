@@ -33,18 +33,16 @@ def _device_of(x) -> str:
     return "cpu" if kind == _KDL_CPU else ("cuda:%d" % index if kind == _KDL_CUDA else f"dlpack device {kind}:{index}")
 
 
-def _torch_view(cupy, x, default_stream):
-    """A CuPy view of a CUDA torch tensor, or None where DLPack must do it (a stream other than the default, a
-    dtype other than float16 / bfloat16 / float32). default_stream(device index) says whether torch works on its
-    default stream there."""
+def _torch_view(cupy, x):
+    """A CuPy view of a CUDA torch tensor built from its pointer, shape and strides, or None for a dtype CuPy cannot
+    name here (float16 / bfloat16 / float32 only)."""
     dtype = _torch_dtypes().get(x.dtype)
-    device = x.get_device()
-    if dtype is None or cupy.cuda.get_current_stream().ptr != 0 or not default_stream(device):
+    if dtype is None:
         return None
     item = dtype.itemsize
     strides = x.stride()
     span = 1 + sum((n - 1) * s for n, s in zip(x.shape, strides)) if x.numel() else 0
-    memory = cupy.cuda.UnownedMemory(x.data_ptr(), span * item, x, device)
+    memory = cupy.cuda.UnownedMemory(x.data_ptr(), span * item, x, x.get_device())
     return cupy.ndarray(tuple(x.shape), dtype, cupy.cuda.MemoryPointer(memory, 0), tuple(s * item for s in strides))
 
 
@@ -87,8 +85,10 @@ def _import(name, x, default_stream=None):
     cupy = cupy_or_none()
     if cupy is not None and isinstance(x, cupy.ndarray):
         return x, _device_of(x)
-    if cupy is not None and type(x).__module__.split(".")[0] == "torch" and x.is_cuda:
-        view = _torch_view(cupy, x, default_stream or _torch_default_stream())
+    if (cupy is not None and type(x).__module__.split(".")[0] == "torch" and x.is_cuda
+            and cupy.cuda.get_current_stream().ptr == 0 and (default_stream or _torch_default_stream())(x.get_device())):
+        # CuPy works on the stream torch works on: a view needs no DLPack stream handshake
+        view = _torch_view(cupy, x)
         if view is not None:
             return view, f"cuda:{view.device.id}"
     if not hasattr(x, "__dlpack__"):
@@ -110,11 +110,10 @@ def _import(name, x, default_stream=None):
 
 
 class _Exporter:
-    """Hands results back as the type of ``like`` (torch in, torch out) and allocates outputs in that type, so
-    that a result written through a view needs no conversion."""
+    """Hands results back as the type of ``like`` (torch in, torch out)."""
 
-    def __init__(self, like, default_stream):
-        self.like, self.default_stream = like, default_stream
+    def __init__(self, like):
+        self.like = like
         self.module = type(like).__module__.split(".")[0]
 
     def __call__(self, a):
@@ -129,18 +128,6 @@ class _Exporter:
             return torch.from_dlpack(a)
         from_dlpack = getattr(__import__(self.module), "from_dlpack", None)
         return a if from_dlpack is None else from_dlpack(a)
-
-    def empty(self, shape, like_view):
-        """(result for the caller, CuPy view of it): an uninitialised GPU array of like's dtype and device;
-        like_view is the CuPy view of like."""
-        if self.module == "torch":
-            import torch
-
-            result = torch.empty(shape, dtype=self.like.dtype, device=self.like.device)
-            return result, _import("out", result, self.default_stream)[0]
-        with like_view.device:
-            view = cupy_or_none().empty(shape, dtype=like_view.dtype)
-        return self(view), view
 
 
 def ingest(**arrays):
@@ -161,4 +148,96 @@ def ingest(**arrays):
     if len(set(devices.values())) > 1:
         listing = ", ".join(f"{name} on {dev}" for name, dev in devices.items())
         raise ValueError(f"inputs must live on one device; got {listing}")
-    return views, next(iter(devices.values())), _Exporter(next(iter(arrays.values())), default_stream)
+    return views, next(iter(devices.values())), _Exporter(next(iter(arrays.values())))
+
+
+# ------------------------------------------------------------------------------------ prepared CUDA calls
+
+class CupyIO:
+    """What a prepared CUDA call does to the caller's arrays, for CuPy arrays: their signature (what a prepared call
+    depends on besides the data), device addresses, allocations like them, the stream to launch on, gathers."""
+
+    def __init__(self):
+        self.cupy = cupy_or_none()
+
+    def signature(self, x):
+        return x.shape, x.strides, x.dtype, x.device.id
+
+    def address(self, x) -> int:
+        return x.data.ptr
+
+    def device_id(self, x) -> int:
+        return x.device.id
+
+    def empty(self, shape, like, float32=False):
+        with like.device:
+            return self.cupy.empty(shape, dtype=np.float32 if float32 else like.dtype)
+
+    def stream(self, like) -> int:
+        return self.cupy.cuda.get_current_stream().ptr
+
+    def index(self, values, like):
+        with like.device:
+            return self.cupy.asarray(values)
+
+    def take(self, x, axis, index):
+        return self.cupy.take(x, index, axis=axis)
+
+    def view(self, x):
+        """A CuPy view for the launch checks (shapes, strides, dtype, device, pointer)."""
+        return x
+
+
+class TorchIO(CupyIO):
+    """As CupyIO, for CUDA torch tensors: allocations by torch, launches on torch's current stream (so calls order
+    with the caller's other work and can be captured in CUDA graphs)."""
+
+    def __init__(self):
+        super().__init__()
+        import torch
+
+        self.torch = torch
+
+    def signature(self, x):
+        return x.shape, x.stride(), x.dtype, x.device
+
+    def address(self, x) -> int:
+        return x.data_ptr()
+
+    def device_id(self, x) -> int:
+        return x.get_device()
+
+    def empty(self, shape, like, float32=False):
+        return self.torch.empty(shape, dtype=self.torch.float32 if float32 else like.dtype, device=like.device)
+
+    def stream(self, like) -> int:
+        return self.torch.cuda.current_stream(like.device).cuda_stream
+
+    def index(self, values, like):
+        return self.torch.as_tensor(np.array(values), device=like.device)  # a copy: plans' arrays are read-only
+
+    def take(self, x, axis, index):
+        return x.index_select(axis, index)
+
+    def view(self, x):
+        view = _torch_view(self.cupy, x)
+        return self.cupy.from_dlpack(x.detach()) if view is None else view
+
+
+_IO: dict = {}
+
+
+def io_for(x):
+    """The CupyIO / TorchIO for x (CuPy arrays, CUDA torch tensors), or None (NumPy, CPU tensors, other DLPack
+    producers)."""
+    cls = type(x)
+    io = _IO.get(cls)
+    if io is None:
+        cupy = cupy_or_none()
+        if cupy is not None and cls is cupy.ndarray:
+            io = _IO[cls] = CupyIO()
+        elif cupy is not None and cls.__module__.split(".")[0] == "torch" and hasattr(x, "is_cuda"):
+            io = _IO[cls] = TorchIO()
+        else:
+            return None
+    return io if io.__class__ is CupyIO or x.is_cuda else None

@@ -28,7 +28,8 @@ import numpy as np
 
 from .plan import BlockMask
 
-__all__ = ["HEAD_DIMS", "DECODE_ROWS", "MAX_SPLITS", "tile_for", "device_plan", "num_splits_for", "forward"]
+__all__ = ["HEAD_DIMS", "DECODE_ROWS", "MAX_SPLITS", "tile_for", "device_plan", "num_splits_for", "forward",
+           "forward_launch"]
 
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 
@@ -177,6 +178,8 @@ def device_plan(plan: BlockMask) -> dict:
         for name, off in offsets.items():
             staging[off:off + hosts[name].nbytes] = hosts[name].view(np.uint8).reshape(-1)
         buffer = cupy.asarray(staging)
+        # complete before a kernel on any stream reads it (callers' streams need not wait on CuPy's)
+        cupy.cuda.get_current_stream().synchronize()
         cached = {name: None for name in hosts}
         for name, off in offsets.items():  # raw views: CuPy's slicing and reshaping cost more than the copy
             cached[name] = cupy.ndarray(hosts[name].shape, hosts[name].dtype, memptr=buffer.data + off)
@@ -394,6 +397,23 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
     lse : cupy.ndarray (B, H, n_q), float32
         Natural-log log-sum-exp of the scaled, masked scores; -inf (with out 0) where a row sees no key.
     """
+    cupy = _cupy()
+    launch = forward_launch(q, k, v, plan, scale, out, num_splits=num_splits, pack=pack)
+    with cupy.cuda.Device(launch.device_id):
+        if out is None:
+            out = cupy.empty(launch.out_shape, dtype=launch.dtype)
+        lse = cupy.empty(launch.lse_shape, dtype=np.float32)
+        parts = [cupy.empty(shape, dtype=np.float32) for shape in launch.part_shapes]
+        launch(cupy.cuda.get_current_stream().ptr, q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, lse.data.ptr,
+               *(p.data.ptr for p in parts))
+    return out, lse
+
+
+def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None,
+                   pack: int = 1) -> "_ForwardLaunch":
+    """The checked launch of :func:`forward` for these arrays' shapes, strides, dtype and device (cached): call it
+    with a stream and the data pointers of q, k, v, out, lse and the split partials (``part_shapes``), which the
+    caller allocates (q, k, v and out with the strides given here)."""
     key = _launch_key(q, k, v, out, plan, scale, num_splits, pack)
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None or launch.plan is not plan:
@@ -402,7 +422,7 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
             _LAUNCHES[key] = launch
             while len(_LAUNCHES) > 64:
                 _LAUNCHES.popitem(last=False)
-    return launch(q, k, v, out)
+    return launch
 
 
 _LAUNCHES: "collections.OrderedDict[tuple, _ForwardLaunch]" = collections.OrderedDict()
@@ -434,7 +454,7 @@ class _ForwardLaunch:
         B_mask, H_mask = plan.shape[:2]
         if out is not None and out.shape != q.shape:
             raise ValueError(f"out has shape {out.shape}; expected q's {q.shape}")
-        self.plan, self.device_id = plan, q.device.id
+        self.plan, self.device_id, self.device = plan, q.device.id, cupy.cuda.Device(q.device.id)
         with q.device:
             config = _fwd_configs(head_dim, self.device_id)[tile]
             threads = config[2] * 32
@@ -456,7 +476,9 @@ class _ForwardLaunch:
             dp = device_plan(plan)
         self.out_shape, self.dtype = q.shape, q.dtype
         self.lse_shape = (B, H, n_q)
-        self.part_shapes = ((self.num_splits, B * H, n_q, head_dim), (self.num_splits, B * H, n_q))
+        # float32 partial O and LSE per split; none without splits
+        self.part_shapes = (((self.num_splits, B * H, n_q, head_dim), (self.num_splits, B * H, n_q))
+                            if self.num_splits > 1 else ())
         i32, i64 = np.int32, np.int64
         self.grid, self.block = (plan.n_mblocks, B * H // pack, self.num_splits), (threads, 1, 1)
         self.args = (
@@ -476,20 +498,13 @@ class _ForwardLaunch:
                     (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
                                                i32(n_q)))
 
-    def __call__(self, q, k, v, out):
-        cupy = _cupy()
-        with cupy.cuda.Device(self.device_id):
-            if out is None:
-                out = cupy.empty(self.out_shape, dtype=self.dtype)
-            lse = cupy.empty(self.lse_shape, dtype=np.float32)
-            o_part = lse_part = None
+    def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0):
+        """Launch on ``stream`` over the arrays at these device addresses (the split partials only when
+        ``num_splits > 1``)."""
+        with self.device:
+            self.fwd(stream, q, k, v, out, lse, o_part, lse_part)
             if self.num_splits > 1:
-                o_part = cupy.empty(self.part_shapes[0], dtype=np.float32)
-                lse_part = cupy.empty(self.part_shapes[1], dtype=np.float32)
-            self.fwd(q, k, v, out, lse, o_part, lse_part)
-            if self.num_splits > 1:
-                self.combine(o_part, lse_part, out, lse)
-        return out, lse
+                self.combine(stream, o_part, lse_part, out, lse)
 
 
 class _Launcher:
@@ -498,17 +513,23 @@ class _Launcher:
 
     fixed: NumPy int64 / int32 / float32 scalars, CuPy arrays (passed as pointers: they must outlive the launcher;
     the plan's are cached on the plan) or None (a null pointer), in the kernel's parameter order after the arrays.
+    Calls take the stream and the leading arrays' device addresses (0 for a null pointer).
     """
 
     _CTYPES = {np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
                np.dtype(np.float32): ctypes.c_float}
 
     def __init__(self, kernel, grid, block, smem, n_arrays, fixed):
+        from cupy.cuda import driver
+
+        self.launch_kernel = driver.launchKernel
         self.function = getattr(kernel, "kernel", kernel).ptr  # a RawKernel's Function on the current device
         self.dims = (*grid, *block, smem)
         self.n_arrays = n_arrays
         self.fixed = [self._slot(x) for x in fixed]  # the storage the parameter pointers point into
         self.fixed_addresses = [ctypes.addressof(x) for x in self.fixed]
+        self.params = ctypes.c_void_p * (n_arrays + len(fixed))
+        self.pointers = ctypes.c_uint64 * n_arrays
 
     def _slot(self, x):
         if x is None:
@@ -517,12 +538,8 @@ class _Launcher:
             return self._CTYPES[x.dtype](x.item())
         return ctypes.c_uint64(x.data.ptr)
 
-    def __call__(self, *arrays):
-        from cupy.cuda import driver
-
-        pointers = (ctypes.c_uint64 * self.n_arrays)(*(0 if a is None else a.data.ptr for a in arrays))
+    def __call__(self, stream: int, *addresses: int):
+        pointers = self.pointers(*addresses)
         base = ctypes.addressof(pointers)
-        params = (ctypes.c_void_p * (self.n_arrays + len(self.fixed)))(
-            *(base + 8 * i for i in range(self.n_arrays)), *self.fixed_addresses)
-        driver.launchKernel(self.function, *self.dims, _cupy().cuda.get_current_stream().ptr,
-                            ctypes.addressof(params), 0)
+        params = self.params(*range(base, base + 8 * self.n_arrays, 8), *self.fixed_addresses)
+        self.launch_kernel(self.function, *self.dims, stream, ctypes.addressof(params), 0)

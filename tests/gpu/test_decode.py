@@ -88,6 +88,16 @@ def test_every_split_count_matches_unsplit(family, rng):
             assert worst <= 5e-5, f"LSE moves by {worst:.3g} with {splits} splits"
 
 
+@pytest.mark.parametrize("head_dim", [32, 64, 96, 192])
+def test_up_to_32_splits_every_head_dim(head_dim, rng):
+    """17 to 32 splits at head dims whose rows fill fewer than all 32 lanes of a combine step (D % 128 != 0): each
+    lane still takes part in every weight shuffle; a split count past 16 once read lanes that had left the loop."""
+    spec = masks.sliding_window(N_Q, N_K, left=1200, sinks=4)
+    inputs = _inputs(rng, 1, 4, 2, N_Q, N_K, head_dim, dtype_of("bfloat16"))
+    for splits in (17, 24, 32):
+        _forward(spec, inputs, "bfloat16", num_splits=splits)
+
+
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 @pytest.mark.parametrize("n_q", [1, 3, 16, 40])

@@ -1,0 +1,147 @@
+"""Repeated maskattn.attention calls: the second call with the same arguments runs the prepared launch (no checks,
+no plan lookup), on CuPy arrays and torch tensors, with graph permutations, GQA packing and split-KV; torch calls
+run on torch's current stream and can be captured in a CUDA graph. Each result against the float64 reference.
+
+Needs CuPy and a CUDA device (and torch for the torch tests); skipped, with the reason shown, without them.
+"""
+
+import numpy as np
+import pytest
+
+from families import check_forward, device_input, dtype_of, reference_forward, require_gpu
+
+cp = require_gpu()
+
+import maskattn  # noqa: E402
+from maskattn import api, masks, workloads  # noqa: E402
+
+
+def _graph_spec(n):
+    rng = np.random.default_rng(n)
+    pts = rng.random((n, 2))
+    adj = np.linalg.norm(pts[:, None] - pts[None], axis=-1) < 0.06
+    spec = masks.from_graph(adj, reorder="rcm")
+    assert spec.perm is not None
+    return spec
+
+
+CASES = {  # (spec, B, H, Hk, n_q, n_k, D)
+    "graph_rcm": (lambda: _graph_spec(700), 1, 4, 2, 700, 700, 64),
+    "causal_gqa": (lambda: masks.causal(300, 900), 2, 8, 2, 300, 900, 128),
+    "tree_packed_split": (lambda: masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=1936), 2, 4, 2, 64, 2000, 128),
+    "decode_packed_split": (lambda: masks.kv_cache(1, [1500, 4000], 4000), 2, 32, 8, 1, 4000, 64),
+}
+
+
+def _check(out, lse, q64, k64, v64, spec, layout, dtype_name):
+    ref_out, ref_lse = reference_forward(q64, k64, v64, spec.to_dense(), q64.shape[-1] ** -0.5)
+    out = out.transpose(0, 2, 1, 3) if layout == "bnhd" else out
+    check_forward(out, lse, ref_out, ref_lse, dtype_name)
+
+
+def _cupy_inputs(rng, case, dtype, layout):
+    _, B, H, Hk, n_q, n_k, D = case
+    return [device_input(rng, (B, h, n, D), dtype, layout) for h, n in ((H, n_q), (Hk, n_k), (Hk, n_k))]
+
+
+@pytest.mark.parametrize("layout", ["bhnd", "bnhd"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cupy_second_call_is_prepared_and_exact(name, layout, rng):
+    case = CASES[name]
+    spec = case[0]()
+    dtype = dtype_of("bfloat16")
+    calls = []
+    for _ in range(2):  # fresh inputs each time: the prepared call must not keep data
+        (q64, q), (k64, k), (v64, v) = _cupy_inputs(rng, case, dtype, layout)
+        if layout == "bnhd":
+            q, k, v = (cp.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in (q, k, v))
+        out, lse = maskattn.attention(q, k, v, spec, layout=layout, return_lse=True)
+        assert type(out) is cp.ndarray and out.shape == q.shape and out.flags.c_contiguous
+        _check(out, lse, q64, k64, v64, spec, layout, "bfloat16")
+        calls.append(api._CALLS.get(api._call_key(q, k, v, spec, None, layout, None)))
+    assert calls[0] is not None and calls[0] is calls[1]
+
+
+def test_misaligned_pointer_after_a_prepared_call_raises(rng):
+    dtype = dtype_of("float16")
+    spec = masks.causal(256)
+    (_, q), = [device_input(rng, (1, 2, 256, 64), dtype, "bhnd")]
+    maskattn.attention(q, q, q, spec)
+    shifted = cp.zeros(q.size + 8, dtype=dtype)[1:q.size + 1].reshape(q.shape)  # q's strides, 2 bytes off
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        maskattn.attention(shifted, shifted, shifted, spec)
+
+
+# ------------------------------------------------------------------------------------------------ torch
+
+def _torch():
+    torch = pytest.importorskip("torch", reason="needs torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+def _torch_inputs(torch, rng, case, layout):
+    """bf16 torch tensors in the layout's memory order, and their float64 values in bhnd order."""
+    _, B, H, Hk, n_q, n_k, D = case
+    inputs = []
+    for h, n in ((H, n_q), (Hk, n_k), (Hk, n_k)):
+        x64 = rng.standard_normal((B, h, n, D))
+        x = torch.tensor(x64, device="cuda").to(torch.bfloat16)
+        x64 = x.double().cpu().numpy()
+        inputs.append((x64, x.transpose(1, 2).contiguous() if layout == "bnhd" else x))
+    return inputs
+
+
+def _as_cupy(out, lse):
+    return cp.from_dlpack(out), cp.from_dlpack(lse)
+
+
+def _poison_allocator(torch, numel):
+    """Leave NaN in the caching allocator's free blocks, so that outputs allocated next start as NaN."""
+    blocks = [torch.full((numel,), float("nan"), device="cuda", dtype=torch.float32) for _ in range(4)]
+    del blocks
+
+
+@pytest.mark.parametrize("layout", ["bhnd", "bnhd"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_torch_calls_on_a_side_stream(name, layout, rng):
+    torch = _torch()
+    case = CASES[name]
+    spec = case[0]()
+    stream = torch.cuda.Stream()
+    for _ in range(2):
+        (q64, q), (k64, k), (v64, v) = _torch_inputs(torch, rng, case, layout)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream):
+            _poison_allocator(torch, 4 * q.numel())
+            # written on this stream just before the call: a call on another stream would read stale values
+            torch.cuda._sleep(2_000_000)
+            q2 = q * 2
+            out, lse = maskattn.attention(q2, k, v, spec, layout=layout, return_lse=True)
+            out, lse = out.clone(), lse.clone()
+        stream.synchronize()
+        assert out.dtype == q.dtype and out.device == q.device and out.shape == q.shape
+        _check(*_as_cupy(out, lse), 2 * q64, k64, v64, spec, layout, "bfloat16")
+
+
+@pytest.mark.parametrize("name", ["tree_packed_split", "graph_rcm"])
+def test_torch_call_in_a_cuda_graph(name, rng):
+    torch = _torch()
+    case = CASES[name]
+    spec = case[0]()
+    (_, q), (_, k), (_, v) = _torch_inputs(torch, rng, case, "bhnd")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (compile, plan upload) outside the capture
+        maskattn.attention(q, k, v, spec)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = maskattn.attention(q, k, v, spec, return_lse=True)
+    for _ in range(2):  # new values in the captured inputs, then replay
+        (q64, q_new), (k64, k_new), (v64, v_new) = _torch_inputs(torch, rng, case, "bhnd")
+        q.copy_(q_new), k.copy_(k_new), v.copy_(v_new)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(*_as_cupy(out, lse), q64, k64, v64, spec, "bhnd", "bfloat16")
