@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import numpy as np
 
@@ -240,7 +241,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
 
 
 # Prepared CUDA calls by _call_key: a call with the arguments of an earlier one (same array type, shapes, strides,
-# dtype, device, mask object, scale, layout, num_splits) skips ingestion, checks and plan lookup.
+# dtype, device, mask object, scale, layout, num_splits, kernel switch) skips ingestion, checks and plan lookup.
 _CALLS: dict = {}
 _CALLS_KEPT = 128
 
@@ -253,7 +254,9 @@ def _call_key(q, k, v, mask, scale, layout, num_splits):
         return None
     if not (scale is None or type(scale) is float) or not (num_splits is None or type(num_splits) is int):
         return None
-    return io.signature(q), io.signature(k), io.signature(v), id(mask), scale, layout, num_splits
+    # MASKATTN_SM90 picks the forward kernel on Hopper (maskattn._cuda): a prepared launch holds one
+    return (io.signature(q), io.signature(k), io.signature(v), id(mask), scale, layout, num_splits,
+            os.environ.get("MASKATTN_SM90"))
 
 
 class _CudaCall:
