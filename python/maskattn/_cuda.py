@@ -149,7 +149,7 @@ _PLAN_ARRAYS = {
     "row_ptr": np.int64, "col_idx": np.int32, "kind": np.uint8, "payload_idx": np.int32,
     "col_ptr": np.int64, "row_idx": np.int32, "bwd_kind": np.uint8, "bwd_payload_idx": np.int32,
     "bit_pool": np.uint32, "intervals": np.int32, "interval_minmax": np.int32,
-    "m_order": np.int32, "n_order": np.int32,
+    "m_order": np.int32, "n_order": np.int32, "perm": np.int64, "inverse_perm": np.int64,
 }
 
 
@@ -177,14 +177,21 @@ def device_plan(plan: BlockMask) -> dict:
         staging = np.empty(max(size, 16), np.uint8)
         for name, off in offsets.items():
             staging[off:off + hosts[name].nbytes] = hosts[name].view(np.uint8).reshape(-1)
-        buffer = cupy.asarray(staging)
-        # complete before a kernel on any stream reads it (callers' streams need not wait on CuPy's)
-        cupy.cuda.get_current_stream().synchronize()
+        # on a stream of its own, waited for: complete before a kernel on any stream reads it, without waiting for
+        # the work already queued on the caller's stream
+        with _upload_stream(device_id) as stream:
+            buffer = cupy.asarray(staging)
+            stream.synchronize()
         cached = {name: None for name in hosts}
         for name, off in offsets.items():  # raw views: CuPy's slicing and reshaping cost more than the copy
             cached[name] = cupy.ndarray(hosts[name].shape, hosts[name].dtype, memptr=buffer.data + off)
         plan._device_cache[device_id] = cached
     return cached
+
+
+@functools.lru_cache(maxsize=None)
+def _upload_stream(device_id: int):
+    return _cupy().cuda.Stream(non_blocking=True)
 
 
 def _source_dir():

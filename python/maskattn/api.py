@@ -30,6 +30,12 @@ class _Backend:
             from . import _cuda, _cuda_backward
 
             self.forward_launch, self.backward = _cuda.forward_launch, _cuda_backward.backward
+
+            def perm_indices(plan):  # uploaded with the plan, once
+                arrays = _cuda.device_plan(plan)
+                return arrays["perm"], arrays["inverse_perm"]
+
+            self.perm_indices = perm_indices
             device_id = int(device.split(":")[1])
             self.tile_for = lambda head_dim, dtype, rows=None: _cuda.tile_for(head_dim, dtype, device_id, rows)
             self.decode_rows = _cuda.DECODE_ROWS
@@ -41,6 +47,7 @@ class _Backend:
             # the reference accumulates in a fixed order: always deterministic; it has no splits to make
             self.forward = _reference.forward
             self.backward = lambda *args, deterministic: _reference.backward(*args)
+            self.perm_indices = lambda plan: (plan.perm, plan.inverse_perm)
             self.tile_for = lambda head_dim, dtype, rows=None: None  # any tile works
             self.decode_rows = 0  # no GQA packing: pack is always 1 here
             self.xp = np
@@ -145,15 +152,10 @@ def _scale(scale, D) -> float:
     return scale
 
 
-def _gather(xp, perm, *xs):
-    p = xp.asarray(perm)
-    return [x[:, :, p] for x in xs]
-
-
-def _scatter(xp, perm, x):
-    out = xp.empty_like(x)
-    out[:, :, xp.asarray(perm)] = x
-    return out
+def _permute(xp, index, *xs):
+    """The rows (axis 2 of bhnd arrays) of each x taken in ``index`` order: a plan's perm gathers inputs into plan
+    order, its inverse_perm takes results back to the caller's."""
+    return [xp.take(x, index, axis=2) for x in xs]
 
 
 def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False, check_finite=None,
@@ -232,10 +234,10 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         return (out, lse) if return_lse else out
     qb, kb, vb = (_bhnd(x, layout) for x in (q, k, v))
     if plan.perm is not None:
-        qb, kb, vb = _gather(backend.xp, plan.perm, qb, kb, vb)
+        qb, kb, vb = _permute(backend.xp, plan.perm, qb, kb, vb)
     out, lse = backend.forward(qb, kb, vb, plan, _scale(scale, D))
     if plan.perm is not None:
-        out, lse = _scatter(backend.xp, plan.perm, out), _scatter(backend.xp, plan.perm, lse[..., None])[..., 0]
+        out, lse = _permute(backend.xp, plan.inverse_perm, out, lse)
     out = backend.xp.ascontiguousarray(_bhnd(out, layout))
     return (export(out), export(lse)) if return_lse else export(out)
 
@@ -277,7 +279,7 @@ class _CudaCall:
         if self.plan.perm is not None:
             if self.perm is None:
                 self.perm = io.index(self.plan.perm, q)
-                self.inverse = io.index(np.argsort(self.plan.perm), q)
+                self.inverse = io.index(self.plan.inverse_perm, q)
             q, k, v = (io.take(x, self.axis, self.perm) for x in (q, k, v))
         addresses = io.address(q), io.address(k), io.address(v)
         if self.launch is not None and (addresses[0] | addresses[1] | addresses[2]) & 15:
@@ -331,9 +333,9 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
     scale = _scale(scale, D)
     dob, qb, kb, vb, ob = (_bhnd(x, layout) for x in (do, q, k, v, out))
     if plan.perm is not None:
-        dob, qb, kb, vb, ob = _gather(backend.xp, plan.perm, dob, qb, kb, vb, ob)
-        lse = _gather(backend.xp, plan.perm, lse[..., None])[0][..., 0]
+        perm, inverse = backend.perm_indices(plan)
+        dob, qb, kb, vb, ob, lse = _permute(backend.xp, perm, dob, qb, kb, vb, ob, lse)
     dq, dk, dv = backend.backward(dob, qb, kb, vb, ob, lse, plan, scale, deterministic=deterministic)
     if plan.perm is not None:
-        dq, dk, dv = (_scatter(backend.xp, plan.perm, g) for g in (dq, dk, dv))
+        dq, dk, dv = _permute(backend.xp, inverse, dq, dk, dv)
     return tuple(export(backend.xp.ascontiguousarray(_bhnd(g, layout))) for g in (dq, dk, dv))

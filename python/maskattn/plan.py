@@ -62,6 +62,8 @@ class BlockMask:
         min and max of LTS, LTE, UTS, UTE over each key block's columns.
     perm : int64 (n,) or None
         Graph plans: the plan is of the mask with rows and columns in this order.
+    inverse_perm : int64 (n,) or None
+        ``argsort(perm)``: taking rows of plan-order results at ``inverse_perm`` gives the caller's order.
     """
 
     def __init__(self, shape, tile, blocks: dict, *, intervals=None, perm=None):
@@ -76,6 +78,7 @@ class BlockMask:
         self.intervals = intervals
         self.interval_minmax = blocks.get("minmax")
         self.perm = perm
+        self.inverse_perm = None if perm is None else np.argsort(perm)
         bits = intervals is None
         self.payload_idx = blocks["payload"] if bits else None
         self.bwd_payload_idx = blocks["bwd_payload"] if bits else None
