@@ -18,7 +18,13 @@ SPECS = {
     "doc_prefix": lambda n: masks.document([n // 3, n // 2, n - n // 3 - n // 2], prefix=[40, 0, n // 8]),
     "sink_swa": lambda n: masks.sliding_window(n, left=300, sinks=16),
     "bigbird": lambda n: masks.bigbird(n, 64, seed=1),
+    "graph_rcm": lambda n: masks.from_graph(_geometric_graph(n), reorder="rcm"),  # q, k, v permuted both ways
 }
+
+
+def _geometric_graph(n):
+    pts = np.random.default_rng(n).random((n, 2))
+    return np.linalg.norm(pts[:, None] - pts[None], axis=-1) < 0.06
 
 
 def rel(a, b):
