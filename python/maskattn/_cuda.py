@@ -153,12 +153,12 @@ _PLAN_ARRAYS = {
 }
 
 
-def device_plan(plan: BlockMask) -> dict:
-    """The plan's arrays on the current device (CuPy), uploaded once and cached on the plan by device id.
+def device_plan(plan: BlockMask) -> "DevicePlan":
+    """The plan's arrays on the current device, uploaded once and cached on the plan by device id.
 
-    Keys are the BlockMask attribute names (``row_ptr``, ``col_idx``, ``kind``, ``m_order``, ...); arrays the plan
-    lacks (``bit_pool`` of an interval plan, say) map to None. All arrays travel in one host-to-device copy (views
-    of one device buffer, each 16-byte aligned): a copy per array would cost more than compiling the plan.
+    Indexed by BlockMask attribute name (``row_ptr``, ``col_idx``, ``kind``, ``m_order``, ...) it gives CuPy arrays;
+    arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. All arrays travel in one host-to-device
+    copy into one device buffer (each 16-byte aligned): a copy per array would cost more than compiling the plan.
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
@@ -166,27 +166,45 @@ def device_plan(plan: BlockMask) -> dict:
     device_id = cupy.cuda.Device().id
     cached = plan._device_cache.get(device_id)
     if cached is None:
-        hosts = {name: getattr(plan, name) for name in _PLAN_ARRAYS}
-        hosts = {name: None if a is None else np.ascontiguousarray(a, dtype=_PLAN_ARRAYS[name])
-                 for name, a in hosts.items()}
+        hosts = {}
+        for name, dtype in _PLAN_ARRAYS.items():
+            a = getattr(plan, name)
+            if a is not None:
+                hosts[name] = np.ascontiguousarray(a, dtype=dtype)
         offsets, size = {}, 0
         for name, a in hosts.items():
-            if a is not None:
-                offsets[name] = size
-                size += -(-a.nbytes // 16) * 16
+            offsets[name] = size
+            size += -(-a.nbytes // 16) * 16
         staging = np.empty(max(size, 16), np.uint8)
-        for name, off in offsets.items():
-            staging[off:off + hosts[name].nbytes] = hosts[name].view(np.uint8).reshape(-1)
-        # on a stream of its own, waited for: complete before a kernel on any stream reads it, without waiting for
-        # the work already queued on the caller's stream
+        for name, a in hosts.items():
+            staging[offsets[name]:offsets[name] + a.nbytes] = a.reshape(-1).view(np.uint8)
+        # on a stream of its own (its memory too), waited for: complete before a kernel on any stream reads it,
+        # without waiting for the work already queued on the caller's stream
         with _upload_stream(device_id) as stream:
-            buffer = cupy.asarray(staging)
+            buffer = cupy.empty(staging.size, np.uint8)
+            cupy.cuda.runtime.memcpyAsync(buffer.data.ptr, staging.ctypes.data, staging.nbytes,
+                                          cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
             stream.synchronize()
-        cached = {name: None for name in hosts}
-        for name, off in offsets.items():  # raw views: CuPy's slicing and reshaping cost more than the copy
-            cached[name] = cupy.ndarray(hosts[name].shape, hosts[name].dtype, memptr=buffer.data + off)
-        plan._device_cache[device_id] = cached
+        cached = plan._device_cache[device_id] = DevicePlan(
+            buffer, {name: (offsets[name], a.shape, a.dtype) for name, a in hosts.items()})
     return cached
+
+
+class DevicePlan:
+    """A plan's arrays in one device buffer, as CuPy views made on first use (each view costs microseconds; a
+    launch needs a few of them, the upload none)."""
+
+    def __init__(self, buffer, layout: dict):
+        self.buffer, self.layout, self.views = buffer, layout, {}
+
+    def __getitem__(self, name: str):
+        view = self.views.get(name)
+        if view is None and name in self.layout:
+            offset, shape, dtype = self.layout[name]
+            view = self.views[name] = _cupy().ndarray(shape, dtype, memptr=self.buffer.data + offset)
+        elif name not in _PLAN_ARRAYS:
+            raise KeyError(name)
+        return view
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,6 +26,7 @@ def check_tile(tile) -> tuple[int, int]:
     return tile_m, tile_n
 
 
+@functools.lru_cache(maxsize=None)
 def default_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 

@@ -113,6 +113,12 @@ def test_allocates_out_and_caches_plan(rng):
     ref_out, ref_lse = _reference(q64, k64, v64, spec.to_dense(), 0.125)
     _check(out, lse, ref_out, ref_lse, "float16")
     assert _cuda.device_plan(plan) is _cuda.device_plan(plan)
+    arrays = _cuda.device_plan(plan)
+    for name in _cuda._PLAN_ARRAYS:  # one buffer, views at their offsets: every array round-trips
+        host = getattr(plan, name)
+        assert (arrays[name] is None) == (host is None), name
+        if host is not None:
+            assert np.array_equal(cp.asnumpy(arrays[name]), host), name
 
 
 def test_rejects_bad_inputs():
