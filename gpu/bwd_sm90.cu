@@ -1,6 +1,7 @@
-// Hopper (sm_90a) block-sparse flash-attention backward, dK and dV: bwd_dkdv_kernel's plan traversal, masks and
-// outputs (deterministic dQ mode: dQ comes from bwd.cu's bwd_dq_kernel), on wgmma.
+// Hopper (sm_90a) block-sparse flash-attention backward, deterministic mode: bwd.cu's bwd_dkdv_kernel and
+// bwd_dq_kernel (their parameters, grids, plan traversals, masks and outputs) on wgmma.
 //
+// bwd_dkdv_sm90_kernel:
 // Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128: blockIdx.x = b * kv_heads
 // + kv_head, blockIdx.y the key block's rank in n_order; the CTA walks the backward CSR of every query head of its
 // GQA group, BM = 64 query rows a step, and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three
@@ -17,9 +18,23 @@
 //   same tiles read transposed, as fwd_sm90.cu reads V). dV's product runs under the dS^T arithmetic.
 //
 // Dynamic shared memory: BWD_SM90_SMEM_BYTES<D> = 1024 (alignment slack) + K and V (128 x D each) + two stages of Q
-// and dO (64 x D each) + two stages of the 64 LSE and delta values + 128 (step descriptions, mbarriers). Template
-// knobs: T (half_t | bf16_t), D (64 or 128), MASK; the #ifndef defaults configure the instantiation of a standalone
-// nvcc -DMASKATTN_INSTANTIATE build.
+// and dO (64 x D each) + two stages of the 64 LSE and delta values + 128 (step descriptions, mbarriers).
+//
+// bwd_dq_sm90_kernel: one CTA per (query block, head, batch) over the forward CSR, fwd_sm90.cu's structure (three
+// warpgroups, 384 threads):
+// - warpgroup 0 produces: Q and dO (once), then each listed key block's K and V (two stages), wgmma.cuh's
+//   produce_kv_stages.
+// - warpgroups 1 and 2 consume, 64 query rows each; each reads its rows' LSE and delta once, and takes a key block
+//   as two 64-key halves (m64n64 products: S, dP and the dQ accumulator stay within the register budget): S = Q K^T
+//   and dP = dO V^T (both operands in shared memory, K-major; V read as K), the forward's masks, P = exp2(S
+//   scale_log2 - LSE), dS = P (dP - delta) packed to 16 bits as the register A operand of dQ += dS K, with K
+//   N-major (read transposed, as the forward reads V). The first half's dQ product runs under the second half's S
+//   and dP; V is released after the second half's dP, K after its dQ product.
+// Dynamic shared memory: BWD_DQ_SM90_SMEM_BYTES<D> = 1024 + 6 tiles of 128 x D elements (Q, dO, two K, two V) +
+// 128 (mbarriers).
+//
+// Template knobs: T (half_t | bf16_t), D (64 or 128), MASK; the #ifndef defaults configure the instantiations of a
+// standalone nvcc -DMASKATTN_INSTANTIATE build.
 #include "bwd_common.cuh"
 #include "common.cuh"
 #include "mask.cuh"
@@ -45,6 +60,8 @@ constexpr int BM = 64;  // query rows per step
 constexpr int THREADS = 384;
 constexpr int PRODUCER_REGS = 56;   // cp.async addressing and the CSR walk (40 spills)
 constexpr int CONSUMER_REGS = 224;  // dK and dV accumulators (64 + 64 at D = 128), S^T and dP^T (32 + 32)
+constexpr int DQ_PRODUCER_REGS = 40;   // cp.async addressing only
+constexpr int DQ_CONSUMER_REGS = 232;  // dQ accumulator (64 at D = 128), S and dP of a half (32 + 32), dS (16)
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
 template <int D>
@@ -64,6 +81,11 @@ template <int D>
 constexpr int BWD_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
                                     sm90_bwd::ROW_VALUES_BYTES + 128;
 
+// bwd_dq_sm90_smem_bytes in _cuda_backward.py
+template <int D>
+constexpr int BWD_DQ_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 6 * sm90_bwd::KV_BYTES<D> + 128;
+static_assert(kv_stages::BARRIERS * 8 <= 128, "the dQ kernel's mbarriers fit the 128 bytes after the tiles");
+
 template <typename T, int D, int MASK>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
@@ -81,7 +103,6 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     const int* __restrict__ interval_minmax, float scale_log2, float scale) {
   using namespace sm90_bwd;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
-  using Ops = Dtype<T>;
   using Mma = Wgmma<T>;
   constexpr int NQ = BM / 8;   // n8 fragments of S^T and dP^T per warp (query columns)
   constexpr int DB = D / 8;    // n8 fragments of dK and dV per warp
@@ -212,7 +233,6 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
   const unsigned long long do_desc = sw128_desc(sdO, 16, 8 * SW128_BYTES);
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
-  auto k_step = [](int kk, int rows) { return (unsigned)((kk / 4) * rows * SW128_BYTES + (kk % 4) * 32) >> 4; };
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
 
   float acc_dk[DB][4], acc_dv[DB][4];
@@ -223,16 +243,6 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
   }
   float s[NQ][4], dp[NQ][4];
   unsigned p[KS][4], ds[KS][4];
-  // the accumulators of query columns [16 kk, 16 kk + 16) are the A fragment of k step kk
-  auto pack_a = [](unsigned (&a)[KS][4], const float (&x)[NQ][4]) {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      a[kk][0] = Ops::pack(x[2 * kk][0], x[2 * kk][1]);
-      a[kk][1] = Ops::pack(x[2 * kk][2], x[2 * kk][3]);
-      a[kk][2] = Ops::pack(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-      a[kk][3] = Ops::pack(x[2 * kk + 1][2], x[2 * kk + 1][3]);
-    }
-  };
   const float* lse_s = reinterpret_cast<const float*>(generic(sRows));
   const float* delta_s = lse_s + 2 * BM;
 
@@ -251,12 +261,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        Mma::ss_n64(s, k_desc + k_step(kk, TILE_N), q_desc + ((stage * STEP) >> 4) + k_step(kk, BM), kk > 0);
+        Mma::ss_n64(s, k_desc + sw128_k_step<TILE_N>(kk), q_desc + ((stage * STEP) >> 4) + sw128_k_step<BM>(kk),
+                    kk > 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        Mma::ss_n64(dp, v_desc + k_step(kk, TILE_N), do_desc + ((stage * STEP) >> 4) + k_step(kk, BM), kk > 0);
+        Mma::ss_n64(dp, v_desc + sw128_k_step<TILE_N>(kk), do_desc + ((stage * STEP) >> 4) + sw128_k_step<BM>(kk),
+                    kk > 0);
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -303,8 +315,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
 
       // dV += P^T dO and dK += dS^T Q (scaled in the epilogue), both A operands packed from the accumulators: the
       // float ones are dead by then, so P^T, dS^T and the two accumulators are all that the products hold
-      pack_a(p, s);
-      pack_a(ds, dp);
+      pack_a_operand<T>(p, s);
+      pack_a_operand<T>(ds, dp);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
@@ -336,38 +348,187 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
   // for the fragment writes and the row reads; every wgmma reading them has completed), then 16-byte stores.
   unsigned char* sdK = generic(sK);
   unsigned char* sdV = generic(sV);
-#pragma unroll
-  for (int j = 0; j < DB; ++j) {
-    // columns 8 j + 2 t, + 1: chunk j, bytes 4 t of it
-    const unsigned upper = sw128_offset<TILE_N>(tile_key, j) + 4 * t_lane;
-    const unsigned lower = sw128_offset<TILE_N>(tile_key + 8, j) + 4 * t_lane;
-    *reinterpret_cast<unsigned*>(sdK + upper) = Ops::pack(acc_dk[j][0] * scale, acc_dk[j][1] * scale);
-    *reinterpret_cast<unsigned*>(sdK + lower) = Ops::pack(acc_dk[j][2] * scale, acc_dk[j][3] * scale);
-    *reinterpret_cast<unsigned*>(sdV + upper) = Ops::pack(acc_dv[j][0], acc_dv[j][1]);
-    *reinterpret_cast<unsigned*>(sdV + lower) = Ops::pack(acc_dv[j][2], acc_dv[j][3]);
-  }
+  store_fragments_sw128<TILE_N, T>(sdK, acc_dk, tile_key, lane, scale, scale);
+  store_fragments_sw128<TILE_N, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
   named_barrier_sync(1 + consumer, 128);
-  T* gdK = dk + b * dk_sb + kv_head * dk_sh;
-  T* gdV = dv + b * dv_sb + kv_head * dv_sh;
-  constexpr int CHUNKS = D / 8;
-#pragma unroll
-  for (int i = 0; i < 64 * CHUNKS / 128; ++i) {
-    const int idx = ctid + 128 * i;
-    const int row = 64 * consumer + idx / CHUNKS, c = idx % CHUNKS;
-    const int key_r = key0 + row;
-    if (key_r < n_k) {
-      *reinterpret_cast<uint4*>(gdK + key_r * dk_sn + c * 8) =
-          *reinterpret_cast<const uint4*>(sdK + sw128_offset<TILE_N>(row, c));
-      *reinterpret_cast<uint4*>(gdV + key_r * dv_sn + c * 8) =
-          *reinterpret_cast<const uint4*>(sdV + sw128_offset<TILE_N>(row, c));
-    }
+  store_rows_sw128<TILE_N, D>(dk + b * dk_sb + kv_head * dk_sh, [&](int r) { return (key0 + r) * dk_sn; }, sdK,
+                              64 * consumer, n_k - key0, ctid);
+  store_rows_sw128<TILE_N, D>(dv + b * dv_sb + kv_head * dv_sh, [&](int r) { return (key0 + r) * dv_sn; }, sdV,
+                              64 * consumer, n_k - key0, ctid);
+}
+
+template <typename T, int D, int MASK>
+__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
+    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
+    T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
+    // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
+    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
+    long long v_sh, long long v_sn, long long do_sb, long long do_sh, long long do_sn, long long dq_sb,
+    long long dq_sh, long long dq_sn,
+    int heads, int heads_per_kv, int n_q, int n_k, int n_q_pad,
+    // mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads)
+    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
+    const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
+    const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
+    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+  using namespace sm90_bwd;
+  using namespace kv_stages;
+  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  using Mma = Wgmma<T>;
+  constexpr int HALF = TILE_N / 2;  // keys per half of a key block
+  constexpr int NK = HALF / 8;      // n8 fragments of a half's S and dP per warp
+  constexpr int DB = D / 8;         // n8 fragments of dQ per warp
+  constexpr int KS = HALF / 16;     // k16 steps of dS K per half
+  constexpr int TILE = KV_BYTES<D>;
+
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned smem_raw = smem_addr(smem);
+  const unsigned sQ = (smem_raw + ALIGN - 1) & ~(ALIGN - 1u);
+  const unsigned sdO = sQ + TILE;
+  const unsigned sK = sdO + TILE;       // [2] stages
+  const unsigned sV = sK + 2 * TILE;    // [2] stages
+  const unsigned bars = sV + 2 * TILE;  // BWD_DQ_SM90_SMEM_BYTES<D> in all
+  auto barrier = [&](int id) { return bars + 8u * id; };
+
+  const int tid = threadIdx.x, warpgroup = tid / 128;
+  const int b = blockIdx.x / heads, h = blockIdx.x % heads;
+  const int group = b * group_sb + h * group_sh;
+  const int m_block = m_order[(long long)group * n_mblocks + blockIdx.y];
+  const int row0 = m_block * TILE_M;
+  const long long e_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
+  const int n_entries = (int)(row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - e_begin);
+
+  if (tid == 0) kv_stages_init(bars);
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    setmaxnreg_dec<DQ_PRODUCER_REGS>();
+    const int kv_head = h / heads_per_kv;
+    load_tile_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn, n_q - row0, tid);
+    load_tile_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn, n_q - row0, tid);
+    cp_async_commit();
+    produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
+                                 v_sn, col_idx + e_begin, n_entries, n_k, tid);
+    return;
   }
+
+  setmaxnreg_inc<DQ_CONSUMER_REGS>();
+  const int consumer = warpgroup - 1;  // rows [64 consumer, 64 consumer + 64) of the tile
+  const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
+  const int g_lane = lane / 4;
+  const int tile_row = 64 * consumer + 16 * warp;  // the warp's first row inside the tile
+  const int warp_row0 = row0 + tile_row;
+  // the thread's rows warp_row0 + g_lane (+ 8); rows are padded to whole query blocks (+inf, 0)
+  const long long row_at = (long long)blockIdx.x * n_q_pad + warp_row0 + g_lane;
+  const float lse_row[2] = {lse_log2[row_at], lse_log2[row_at + 8]};
+  const float delta_row[2] = {delta[row_at], delta[row_at + 8]};
+
+  // descriptors at stage 0, key half 0 and k step 0: K-major for S and dP (Q and dO rows of this warpgroup, K and V
+  // rows of the half), N-major for dQ (K transposed: a k step moves 16 keys, 64-column blocks TILE_N rows apart)
+  const unsigned long long q_desc = sw128_desc(sQ + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
+  const unsigned long long do_desc = sw128_desc(sdO + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
+  const unsigned long long k_desc = sw128_desc(sK, 16, 8 * SW128_BYTES);
+  const unsigned long long v_desc = sw128_desc(sV, 16, 8 * SW128_BYTES);
+  const unsigned long long kt_desc = sw128_desc(sK, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
+  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks};
+  auto release = [&](int bar) { warp_release(barrier(bar), lane); };
+
+  float acc_dq[DB][4];
+#pragma unroll
+  for (int j = 0; j < DB; ++j) acc_dq[j][0] = acc_dq[j][1] = acc_dq[j][2] = acc_dq[j][3] = 0.f;
+  float s[NK][4], dp[NK][4];
+  unsigned ds[KS][4];
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) ds[kk][0] = ds[kk][1] = ds[kk][2] = ds[kk][3] = 0u;
+
+  mbarrier_wait(barrier(Q_FULL), 0);
+#pragma unroll 1
+  for (int i = 0; i < n_entries; ++i) {
+    const int stage = i & 1;
+    const long long e = e_begin + i;
+    const int n_block = col_idx[e];
+    const bool partial = MASK != MASK_NONE && kind[e] == KIND_PARTIAL;
+    const int payload = MASK == MASK_BITS && partial ? payload_idx[e] : 0;
+    mbarrier_wait(barrier(K_FULL + stage), (i >> 1) & 1);
+    mbarrier_wait(barrier(V_FULL + stage), (i >> 1) & 1);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const unsigned kv_half = (stage * TILE + half * HALF * SW128_BYTES) >> 4;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        Mma::ss_n64(s, q_desc + sw128_k_step<TILE_M>(kk), k_desc + kv_half + sw128_k_step<TILE_N>(kk), kk > 0);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        Mma::ss_n64(dp, do_desc + sw128_k_step<TILE_M>(kk), v_desc + kv_half + sw128_k_step<TILE_N>(kk), kk > 0);
+      }
+      wgmma_commit();
+      // S and the previous half's dQ product (it read ds) have completed
+      wgmma_wait<1>();
+      pin_registers(s);
+      pin_registers(ds);
+
+      mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, n_block, partial, payload, half * HALF, warp_row0,
+                                             tile_row, lane);
+      // P = exp2(S scale log2(e) - LSE log2(e)); masked scores and rows that see no key give 0
+#pragma unroll
+      for (int j = 0; j < NK; ++j) {
+        s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -lse_row[0]));
+        s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -lse_row[0]));
+        s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -lse_row[1]));
+        s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -lse_row[1]));
+      }
+      wgmma_wait<0>();
+      pin_registers(dp);
+      if (half == 1) release(V_EMPTY + stage);
+
+      // dS = P (dP - delta), then dQ += dS K (scaled in the epilogue)
+#pragma unroll
+      for (int j = 0; j < NK; ++j) {
+        dp[j][0] = s[j][0] * (dp[j][0] - delta_row[0]);
+        dp[j][1] = s[j][1] * (dp[j][1] - delta_row[0]);
+        dp[j][2] = s[j][2] * (dp[j][2] - delta_row[1]);
+        dp[j][3] = s[j][3] * (dp[j][3] - delta_row[1]);
+      }
+      pack_a_operand<T>(ds, dp);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        const unsigned long long desc = kt_desc + kv_half + ((kk * 16 * SW128_BYTES) >> 4);
+        if constexpr (D == 128) {
+          Mma::rs_n128_tnsp(acc_dq, ds[kk], desc);
+        } else {
+          Mma::rs_n64_tnsp(acc_dq, ds[kk], desc);
+        }
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    pin_registers(acc_dq);
+    pin_registers(ds);
+    release(K_EMPTY + stage);
+  }
+
+  // Epilogue: dQ = scale * acc_dq through this warpgroup's own rows of sQ (every wgmma reading them has completed),
+  // then 16-byte stores.
+  unsigned char* sdQ = smem + (sQ - smem_raw);
+  store_fragments_sw128<TILE_M, T>(sdQ, acc_dq, tile_row + g_lane, lane, scale, scale);
+  named_barrier_sync(1 + consumer, 128);
+  store_rows_sw128<TILE_M, D>(dq + b * dq_sb + h * dq_sh, [&](int r) { return (row0 + r) * dq_sn; }, sdQ,
+                              64 * consumer, n_q - row0, ctid);
 }
 
 }  // namespace maskattn
 
 #ifdef MASKATTN_INSTANTIATE
-// Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
-void* maskattn_bwd_sm90_instance = reinterpret_cast<void*>(
-    &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>);
+// Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): both kernels of the configuration the knobs above name, for
+// resource reports.
+void* maskattn_bwd_sm90_instances[] = {
+    reinterpret_cast<void*>(
+        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>),
+    reinterpret_cast<void*>(
+        &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>),
+};
 #endif

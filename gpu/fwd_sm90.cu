@@ -4,9 +4,8 @@
 // row packing included: blockIdx.x is the query block's rank in m_order, blockIdx.y = b * H / pack + h / pack,
 // blockIdx.z the split. Three warpgroups (384 threads):
 // - warpgroup 0 produces: cp.async copies of Q (once) and of each listed key block's K and V tiles (two stages
-//   each) into 128-byte-swizzled shared memory. Each tile is one cp.async group; once a group has landed (waited
-//   one group behind, so two are in flight), the copying threads fence it for the async proxy and arrive on the
-//   tile's "full" mbarrier. A stage is refilled after its "empty" mbarrier says both consumers are done with it.
+//   each) into 128-byte-swizzled shared memory, announced on mbarriers (wgmma.cuh's produce_kv_stages). A stage
+//   is refilled after its "empty" mbarrier says both consumers are done with it.
 // - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64n128k16, both operands in shared
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
@@ -47,9 +46,7 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 template <int D>
 constexpr int TILE_BYTES = 128 * D * 2;
 
-// mbarriers: Q landed; K, V of a stage landed; K, V of a stage released by both consumers
-enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BARRIERS = 9 };
-static_assert(BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes after the tiles");
+static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes after the tiles");
 
 }  // namespace sm90
 
@@ -72,8 +69,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, float scale_log2) {
   using namespace sm90;
+  using namespace kv_stages;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
-  using Ops = Dtype<T>;
   using Mma = Wgmma<T>;
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
   constexpr int DB = D / 8;       // n8 fragments of O per warp
@@ -100,52 +97,18 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
   const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
   const int n_entries = (int)(row_begin + row_len * (blockIdx.z + 1) / num_splits - e_begin);
 
-  if (tid == 0) {
-    mbarrier_init(barrier(Q_FULL), 128);
-    for (int s = 0; s < 2; ++s) {
-      mbarrier_init(barrier(K_FULL + s), 128);
-      mbarrier_init(barrier(V_FULL + s), 128);
-      mbarrier_init(barrier(K_EMPTY + s), 8);  // lane 0 of each consumer warp
-      mbarrier_init(barrier(V_EMPTY + s), 8);
-    }
-  }
+  if (tid == 0) kv_stages_init(bars);
   __syncthreads();
 
   if (warpgroup == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
     const int kv_head = h / heads_per_kv;
-    const T* gK = k + b * k_sb + kv_head * k_sh;
-    const T* gV = v + b * v_sb + kv_head * v_sh;
-    // the group committed last lands, is fenced for wgmma and announced while the next one is in flight
-    auto announce_previous = [&](int bar) {
-      cp_async_wait<1>();
-      fence_proxy_async();
-      mbarrier_arrive(barrier(bar));
-    };
     const PackedRows q_rows{pack, q_sh, q_sn};
     load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
                                           rows - row0, tid);
     cp_async_commit();
-    int pending = Q_FULL;
-#pragma unroll 1
-    for (int i = 0; i < n_entries; ++i) {
-      const int n_block = col_idx[e_begin + i];
-      const int stage = i & 1;
-      const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
-      const int rows_valid = n_k - n_block * TILE_N;
-      if (i >= 2) mbarrier_wait(barrier(K_EMPTY + stage), released);
-      load_tile_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK + n_block * TILE_N * k_sn, k_sn, rows_valid, tid);
-      cp_async_commit();
-      announce_previous(pending);
-      if (i >= 2) mbarrier_wait(barrier(V_EMPTY + stage), released);
-      load_tile_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV + n_block * TILE_N * v_sn, v_sn, rows_valid, tid);
-      cp_async_commit();
-      announce_previous(K_FULL + stage);
-      pending = V_FULL + stage;
-    }
-    cp_async_wait<0>();
-    fence_proxy_async();
-    mbarrier_arrive(barrier(pending));
+    produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
+                                 v_sn, col_idx + e_begin, n_entries, n_k, tid);
     return;
   }
 
@@ -160,7 +123,6 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
   const unsigned long long q_desc = sw128_desc(sQ + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
   const unsigned long long k_desc = sw128_desc(sK, 16, 8 * SW128_BYTES);
   const unsigned long long v_desc = sw128_desc(sV, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
-  auto qk_step = [](int kk, int rows) { return (unsigned)((kk / 4) * rows * SW128_BYTES + (kk % 4) * 32) >> 4; };
 
   float acc_o[DB][4];
 #pragma unroll
@@ -174,7 +136,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      Mma::ss_n128(s, q_desc + qk_step(kk, TILE_M), k_desc + ((stage * TILE) >> 4) + qk_step(kk, TILE_N),
+      Mma::ss_n128(s, q_desc + sw128_k_step<TILE_M>(kk), k_desc + ((stage * TILE) >> 4) + sw128_k_step<TILE_N>(kk),
                    kk > 0 ? 1 : 0);
     }
     wgmma_commit();
@@ -192,10 +154,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     }
     wgmma_commit();
   };
-  auto release = [&](int bar) {
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(barrier(bar));
-  };
+  auto release = [&](int bar) { warp_release(barrier(bar), lane); };
   // what the masks need of an entry, read before the waits so that its latency hides behind them
   struct Entry {
     int n_block;
@@ -209,35 +168,14 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     return entry;
   };
   // the masks of an entry, then the online softmax: s becomes probabilities, rescale the factor for acc_o
+  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks};
   auto softmax_scores = [&](const Entry& entry, float (&rescale)[2]) {
-    const int col0 = entry.n_block * TILE_N + 2 * t_lane;
-    if constexpr (MASK == MASK_INTERVALS) {
-      if (entry.partial) {
-        const IntervalReach reach =
-            interval_reach(interval_minmax + ((long long)group * n_nblocks + entry.n_block) * 8, warp_row0, 16);
-        const int2* bounds = reinterpret_cast<const int2*>(intervals) + (long long)group * n_k * 2;
-        if (reach.lower) mask_interval(s, bounds, col0, n_k, warp_row0 + g_lane);
-        if (reach.upper) mask_interval(s, bounds + 1, col0, n_k, warp_row0 + g_lane);
-      }
-    } else if constexpr (MASK == MASK_BITS) {
-      if (entry.partial) {
-        mask_bits<NB, TILE_N>(s, bit_pool + (long long)entry.payload * (TILE_M * TILE_N / 32), tile_row + g_lane,
-                              t_lane);
-      }
-    }
-    if ((entry.n_block + 1) * TILE_N > n_k) mask_key_bound(s, col0, n_k);
+    mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, entry.n_block, entry.partial, entry.payload, 0,
+                                           warp_row0, tile_row, lane);
     softmax.update(s, scale_log2, rescale);
   };
   // the S accumulators of key columns [16 kk, 16 kk + 16) are the A fragment of P for k step kk
-  auto pack_probabilities = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      p[kk][0] = Ops::pack(s[2 * kk][0], s[2 * kk][1]);
-      p[kk][1] = Ops::pack(s[2 * kk][2], s[2 * kk][3]);
-      p[kk][2] = Ops::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      p[kk][3] = Ops::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-  };
+  auto pack_probabilities = [&]() { pack_a_operand<T>(p, s); };
 
   // The consumers take turns issuing their products (named barriers 3 and 4), so that one's softmax runs while the
   // other's products occupy the tensor cores; consumer 0 goes first, and takes the last turn back at the end.
@@ -321,28 +259,11 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
   }
   if (num_splits > 1) return;
   unsigned char* sO = smem + (sQ - smem_raw);
-#pragma unroll
-  for (int j = 0; j < DB; ++j) {
-    // columns 8 j + 2 t, + 1: chunk j, bytes 4 t of it
-    const int top = tile_row + g_lane;
-    *reinterpret_cast<unsigned*>(sO + sw128_offset<TILE_M>(top, j) + 4 * t_lane) =
-        Ops::pack(acc_o[j][0] * inv_sum[0], acc_o[j][1] * inv_sum[0]);
-    *reinterpret_cast<unsigned*>(sO + sw128_offset<TILE_M>(top + 8, j) + 4 * t_lane) =
-        Ops::pack(acc_o[j][2] * inv_sum[1], acc_o[j][3] * inv_sum[1]);
-  }
+  store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
   named_barrier_sync(1 + consumer, 128);
-  T* gO = o + b * o_sb + h * o_sh;
   const PackedRows o_rows{pack, o_sh, o_sn};
-  constexpr int CHUNKS = D / 8;
-#pragma unroll
-  for (int i = 0; i < 64 * CHUNKS / 128; ++i) {
-    const int idx = ctid + 128 * i;
-    const int row = 64 * consumer + idx / CHUNKS, c = idx % CHUNKS;
-    if (row0 + row < rows) {
-      *reinterpret_cast<uint4*>(gO + o_rows(row0 + row) + c * 8) =
-          *reinterpret_cast<const uint4*>(sO + sw128_offset<TILE_M>(row, c));
-    }
-  }
+  store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(row0 + r); }, sO, 64 * consumer,
+                              rows - row0, ctid);
 }
 
 }  // namespace maskattn

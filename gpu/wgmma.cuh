@@ -1,5 +1,7 @@
 // Hopper (sm_90a) device helpers: wgmma on 128-byte-swizzled shared tiles, mbarriers, proxy fences, register
-// reallocation between warpgroups. Like common.cuh, no CUDA headers: NVRTC and nvcc compile it alike.
+// reallocation between warpgroups; and the pieces the wgmma kernels share: the key-block pipeline of the query-major
+// kernels, A operands packed from accumulators, a listed tile's masks, the epilogue's staged stores. Like
+// common.cuh, no CUDA headers: NVRTC and nvcc compile it alike.
 //
 // Shared tiles for wgmma: a tile of ROWS rows x D 16-bit elements (D a multiple of 64) is D / 64 column blocks of
 // ROWS x 128 bytes, 1024-byte aligned; inside a block, the 16-byte chunk c of row r sits at chunk c ^ (r % 8) (the
@@ -9,6 +11,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "mask.cuh"
 
 namespace maskattn {
 
@@ -26,6 +29,12 @@ __device__ __forceinline__ unsigned sw128_offset(int row, int chunk) {
 __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr, unsigned lbo, unsigned sbo) {
   return ((addr & 0x3FFFFu) >> 4) | (unsigned long long)((lbo >> 4) & 0x3FFFu) << 16 |
          (unsigned long long)((sbo >> 4) & 0x3FFFu) << 32 | 1ull << 62;
+}
+
+// Descriptor offset of k step kk of a K-major ROWS-row operand: 32 bytes inside a 64-column block, then a block.
+template <int ROWS>
+__device__ __forceinline__ unsigned sw128_k_step(int kk) {
+  return (unsigned)((kk / 4) * ROWS * SW128_BYTES + (kk % 4) * 32) >> 4;
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -127,6 +136,151 @@ __device__ __forceinline__ void load_tile_sw128_async(unsigned s_tile, const T* 
                                                       int rows_valid, int tid) {
   load_rows_sw128_async<ROWS, D, THREADS>(s_tile, g_tile, [row_stride](int r) { return r * row_stride; },
                                           rows_valid, tid);
+}
+
+// The key-block pipeline of the query-major kernels (fwd_sm90.cu, bwd_sm90.cu's dQ): a producer warpgroup copies
+// the query side once (announced on Q_FULL), then each listed key block's K and V tiles (TILE_N x D, two stages
+// each, consecutive in shared memory) and announces them on K_FULL and V_FULL of the stage; each of the 8
+// consumer warps releases a stage with one arrival on K_EMPTY or V_EMPTY once its products no longer read it.
+namespace kv_stages {
+enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BARRIERS = 9 };
+}  // namespace kv_stages
+
+// One thread, before the __syncthreads that publishes the barriers at shared address bars (8 bytes each).
+__device__ __forceinline__ void kv_stages_init(unsigned bars) {
+  using namespace kv_stages;
+  mbarrier_init(bars + 8 * Q_FULL, 128);
+  for (int s = 0; s < 2; ++s) {
+    mbarrier_init(bars + 8 * (K_FULL + s), 128);
+    mbarrier_init(bars + 8 * (V_FULL + s), 128);
+    mbarrier_init(bars + 8 * (K_EMPTY + s), 8);  // lane 0 of each consumer warp
+    mbarrier_init(bars + 8 * (V_EMPTY + s), 8);
+  }
+}
+
+// The producer warpgroup (tid < 128), after committing the query side's cp.async group: key blocks
+// blocks[0 .. n_entries) of gK and gV (rows k_sn and v_sn elements apart; keys >= n_k zero-filled). Each tile is
+// one cp.async group; once a group has landed (waited one group behind, so two are in flight) the copying threads
+// fence it for the async proxy and arrive on its barrier. A stage is refilled after its release.
+template <int TILE_N, int D, typename T>
+__device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
+                                                  long long k_sn, long long v_sn, const int* __restrict__ blocks,
+                                                  int n_entries, int n_k, int tid) {
+  using namespace kv_stages;
+  constexpr int TILE = TILE_N * D * 2;
+  auto announce_previous = [&](int bar) {
+    cp_async_wait<1>();
+    fence_proxy_async();
+    mbarrier_arrive(bars + 8 * bar);
+  };
+  int pending = Q_FULL;
+#pragma unroll 1
+  for (int i = 0; i < n_entries; ++i) {
+    const int n_block = blocks[i];
+    const int stage = i & 1;
+    const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
+    const int rows_valid = n_k - n_block * TILE_N;
+    if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
+    load_tile_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK + n_block * TILE_N * k_sn, k_sn, rows_valid, tid);
+    cp_async_commit();
+    announce_previous(pending);
+    if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
+    load_tile_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV + n_block * TILE_N * v_sn, v_sn, rows_valid, tid);
+    cp_async_commit();
+    announce_previous(K_FULL + stage);
+    pending = V_FULL + stage;
+  }
+  cp_async_wait<0>();
+  fence_proxy_async();
+  mbarrier_arrive(bars + 8 * pending);
+}
+
+// A consumer warp's release of a stage: its lanes' reads are ordered before lane 0's arrival.
+__device__ __forceinline__ void warp_release(unsigned bar, int lane) {
+  __syncwarp();
+  if (lane == 0) mbarrier_arrive(bar);
+}
+
+// Accumulators of columns [16 kk, 16 kk + 16) packed to 16 bits: the register A fragment of k step kk.
+template <typename T, int KS>
+__device__ __forceinline__ void pack_a_operand(unsigned (&a)[KS][4], const float (&x)[2 * KS][4]) {
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    a[kk][0] = Dtype<T>::pack(x[2 * kk][0], x[2 * kk][1]);
+    a[kk][1] = Dtype<T>::pack(x[2 * kk][2], x[2 * kk][3]);
+    a[kk][2] = Dtype<T>::pack(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    a[kk][3] = Dtype<T>::pack(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+  }
+}
+
+// Where a plan's masks live, as the kernels receive them.
+struct TileMasks {
+  const unsigned* bit_pool;
+  const int* intervals;
+  const int* interval_minmax;
+  int n_k, n_nblocks;
+};
+
+// The masks of listed tile (group, n_block) on a warp's query-major score fragment (mask.cuh's layout): rows
+// warp_row0 + lane / 4 (+ 8), tile_row + lane / 4 inside the tile; key columns n_block TILE_N + col_lo + 8 j +
+// 2 (lane % 4) (+ 1), col_lo a multiple of 32 (kernels that step through a key block in parts). Partial tiles
+// take their intervals or bit tile (payload); columns past n_k are masked.
+template <int MASK, int TILE_M, int TILE_N, int NB>
+__device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMasks& m, int group, int n_block,
+                                                 bool partial, int payload, int col_lo, int warp_row0, int tile_row,
+                                                 int lane) {
+  const int g_lane = lane / 4, t_lane = lane % 4;
+  const int col0 = n_block * TILE_N + col_lo + 2 * t_lane;
+  if constexpr (MASK == MASK_INTERVALS) {
+    if (partial) {
+      const IntervalReach reach =
+          interval_reach(m.interval_minmax + ((long long)group * m.n_nblocks + n_block) * 8, warp_row0, 16);
+      const int2* bounds = reinterpret_cast<const int2*>(m.intervals) + (long long)group * m.n_k * 2;
+      if (reach.lower) mask_interval(s, bounds, col0, m.n_k, warp_row0 + g_lane);
+      if (reach.upper) mask_interval(s, bounds + 1, col0, m.n_k, warp_row0 + g_lane);
+    }
+  } else if constexpr (MASK == MASK_BITS) {
+    if (partial) {
+      mask_bits<NB, TILE_N>(s, m.bit_pool + (long long)payload * (TILE_M * TILE_N / 32), tile_row + g_lane, t_lane,
+                            col_lo);
+    }
+  }
+  if (n_block * TILE_N + col_lo + 8 * NB > m.n_k) mask_key_bound(s, col0, m.n_k);
+}
+
+// A warp's m16n8 accumulator fragments (rows top and top + 8 of the tile, columns 8 j + 2 (lane % 4) (+ 1)) times
+// f0 (row top) and f1 (row top + 8), as 16-bit values into a ROWS-row swizzled tile at generic address tile: the
+// swizzle makes the fragment writes conflict-free.
+template <int ROWS, typename T, int DB>
+__device__ __forceinline__ void store_fragments_sw128(unsigned char* tile, const float (&acc)[DB][4], int top,
+                                                      int lane, float f0, float f1) {
+  const int t_lane = lane % 4;
+#pragma unroll
+  for (int j = 0; j < DB; ++j) {
+    // columns 8 j + 2 t, + 1: chunk j, bytes 4 t of it
+    *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top, j) + 4 * t_lane) =
+        Dtype<T>::pack(acc[j][0] * f0, acc[j][1] * f0);
+    *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top + 8, j) + 4 * t_lane) =
+        Dtype<T>::pack(acc[j][2] * f1, acc[j][3] * f1);
+  }
+}
+
+// A warpgroup's rows [row_lo, row_lo + 64) of a ROWS-row swizzled tile of D 16-bit columns to global memory in
+// 16-byte stores: row r to g + row_offset(r); rows >= rows_valid are skipped. ctid: the thread's index in the
+// warpgroup.
+template <int ROWS, int D, typename T, typename RowOffset>
+__device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, const unsigned char* tile, int row_lo,
+                                                 int rows_valid, int ctid) {
+  constexpr int CHUNKS = D / 8;
+#pragma unroll
+  for (int i = 0; i < 64 * CHUNKS / 128; ++i) {
+    const int idx = ctid + 128 * i;
+    const int row = row_lo + idx / CHUNKS, c = idx % CHUNKS;
+    if (row < rows_valid) {
+      *reinterpret_cast<uint4*>(g + row_offset(row) + c * 8) =
+          *reinterpret_cast<const uint4*>(tile + sw128_offset<ROWS>(row, c));
+    }
+  }
 }
 
 // The wgmma shapes of the attention kernels, fp32 accumulate; the accumulator of m64nNk16 is, per warp, N / 8

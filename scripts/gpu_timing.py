@@ -1,5 +1,5 @@
 """Kernel timings on a GPU machine (run by scripts/gpu_check.sh): the forward on a few masks and shapes, the
-backward per path with a per-kernel breakdown (on Hopper: the wgmma dK/dV kernel, the mma.sync one with
+backward per path with a per-kernel breakdown (on Hopper: the wgmma dK/dV and dQ kernels, the mma.sync ones with
 MASKATTN_SM90=0, and atomic dQ), and SDPA flash as the yardstick, in one short table each.
 
     python3 scripts/gpu_timing.py [--variants]
@@ -104,8 +104,9 @@ def forward_rows(rng, variants):
 
 
 def backward_rows(rng):
-    """Per mask, three paths: deterministic (the wgmma dK/dV kernel where the device runs it), deterministic with
-    MASKATTN_SM90=0 (mma.sync everywhere, the forward too), atomic dQ; each row's forward runs on its setting."""
+    """Per mask, three paths: deterministic (the wgmma dK/dV and dQ kernels where the device runs them),
+    deterministic with MASKATTN_SM90=0 (mma.sync everywhere, the forward too), atomic dQ; each row's forward runs on
+    its setting."""
     B, H, n, D = 1, 16, 8192, 128
     rows = []
     device = cp.cuda.Device().id
@@ -165,7 +166,7 @@ def main():
     for name, B, n, D, dt, config, ms, tf in fwd:
         print(f"{name:<24}{B:>3}{n:>7}{D:>5} {dt:<9}{config:<21}{ms:>8.3f}{tf:>9.1f}")
     print("\nbackward, B=1 H=16 n=8192 D=128 bf16")
-    print(f"{'mask':<8}{'dK/dV path':<20}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
+    print(f"{'mask':<8}{'path':<20}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
     for name, label, f, b, tf, tb, tfb in bwd:
         print(f"{name:<8}{label:<20}{f:>8.3f}{b:>8.3f}{tf:>8.1f}{tb:>8.1f}{tfb:>8.1f}")
 

@@ -4,8 +4,8 @@
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
-runs; on Hopper, head dims 64 and 128 take the wgmma forward and dK/dV kernels, 96 the mma.sync ones, and the
-last case the mma.sync dK/dV kernel with atomic dQ); the decode forward (GQA packing, the 64 x 64 tile, split-KV
+runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 96 the mma.sync ones, and
+the last case the mma.sync dK/dV kernel with atomic dQ); the decode forward (GQA packing, the 64 x 64 tile, split-KV
 and the combine kernel); and the GPU dense-mask classifier.
 """
 

@@ -76,8 +76,8 @@ def _builds():
     for deterministic in (True, False):
         names = _cuda_backward.kernel_names("half_t", 64, (128, 128), "MASK_BITS", deterministic)
         yield "bwd.cu", list(names.values()), (*options, "-arch=sm_80")
-    dkdv = _cuda_backward.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True)["dkdv"]
-    yield "bwd_sm90.cu", [dkdv], (*options, "-arch=sm_90a")
+    sm90 = _cuda_backward.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True)
+    yield "bwd_sm90.cu", [sm90["dkdv"], sm90["dq"]], (*options, "-arch=sm_90a")
     yield "classify.cu", [], ("-std=c++17", "-arch=sm_90")  # extern "C": looked up by its plain name
 
 

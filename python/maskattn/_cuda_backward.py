@@ -7,9 +7,9 @@ the outputs and float32 scratch, and launches, in order: the preprocess (delta =
 the column-parallel dK/dV kernel over the plan's backward CSR, and either the deterministic dQ kernel over the
 forward CSR (default) or, with ``deterministic=False``, float32 atomics into a dQ accumulator from the dK/dV kernel
 followed by a conversion. On Hopper (compute capability 9.0) the deterministic backward at head dims 64 and 128
-with the 128 x 128 training tile runs the dK/dV pass on ``bwd_sm90.cu`` instead (wgmma, a producer warpgroup and two
-consumers, compiled for ``sm_90a`` by :func:`maskattn._cuda.sm90_function`); ``MASKATTN_SM90=0`` in the environment
-keeps the mma.sync kernel, as for the forward.
+with the 128 x 128 training tile runs the dK/dV and dQ kernels of ``bwd_sm90.cu`` instead (wgmma, a producer
+warpgroup and two consumers, compiled for ``sm_90a`` by :func:`maskattn._cuda.sm90_function`); ``MASKATTN_SM90=0``
+in the environment keeps the mma.sync kernels, as for the forward.
 
 The backward reads the same plan as the forward (``_cuda.tile_for``): it steps through the plan's query blocks BM rows
 at a time and through its key blocks BN keys at a time, so no second plan is compiled. Plans, sources, dtype rules,
@@ -26,11 +26,12 @@ import numpy as np
 from . import _cuda
 from .plan import BlockMask
 
-__all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "uses_sm90", "backward"]
+__all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
+           "backward"]
 
 _PRE_ROWS = 64          # rows per CTA of bwd_preprocess_kernel (PRE_ROWS in bwd.cu)
 _CONVERT_THREADS = 256  # CONVERT_THREADS in bwd.cu
-_SM90_THREADS = 384     # sm90_bwd::THREADS in bwd_sm90.cu: one producer and two consumer warpgroups
+_SM90_THREADS = 384     # sm90_bwd::THREADS in bwd_sm90.cu (both kernels): one producer, two consumer warpgroups
 
 
 def bwd_config(head_dim: int, tile, deterministic: bool = True) -> dict:
@@ -75,15 +76,21 @@ def bwd_sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + (2 * 128 + 4 * 64) * head_dim * 2 + 2 * 2 * 64 * 4 + 128
 
 
+def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
+    """BWD_DQ_SM90_SMEM_BYTES<D> of bwd_sm90.cu: alignment slack, Q, dO and two stages of K and V (128 rows each),
+    the mbarriers."""
+    return 1024 + 6 * 128 * head_dim * 2 + 128
+
+
 def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
-    """Whether this backward's dK/dV pass runs the wgmma kernel (bwd_sm90.cu): where the forward runs fwd_sm90.cu,
-    with dQ by its own kernel (bwd_sm90.cu has no atomic dQ)."""
+    """Whether this backward runs the wgmma kernels (bwd_sm90.cu, dK/dV and dQ): where the forward runs
+    fwd_sm90.cu, with dQ by its own kernel (bwd_sm90.cu has no atomic dQ)."""
     return bool(deterministic) and _cuda._uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False) -> dict:
-    """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV one from bwd_sm90.cu
-    where ``sm90``."""
+    """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV and dQ ones from
+    bwd_sm90.cu where ``sm90``."""
     cfg = bwd_config(head_dim, tile, deterministic)
     T, D = f"maskattn::{ctype}", head_dim
     mask = f"maskattn::{mask_mode}"
@@ -94,7 +101,8 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
                  f"{'false' if deterministic else 'true'}>"),
     }
     if deterministic:
-        names["dq"] = f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}>"
+        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}>" if sm90 else
+                       f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}>")
     else:
         names["convert"] = f"maskattn::bwd_dq_convert_kernel<{T}, {D}>"
     return names
@@ -104,20 +112,21 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
              device_id: int, sm90: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
-    and with ``sm90`` the dK/dV kernel of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function`."""
+    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function`."""
     cupy = _cuda._cupy()
     src = _cuda._source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90)
-    from_bwd = {key: name for key, name in names.items() if not (sm90 and key == "dkdv")}
+    from_sm90 = ("dkdv", "dq") if sm90 else ()
+    from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=_cuda.nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
     smem_dkdv, smem_dq = bwd_smem_bytes(head_dim, tile, deterministic)
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
     kernels = {}
     if sm90:
-        smem["dkdv"] = bwd_sm90_smem_bytes(head_dim)
-        kernels["dkdv"] = (_cuda.sm90_function("bwd_sm90.cu", names["dkdv"], smem["dkdv"], device_id)[0],
-                           smem["dkdv"])
+        smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)
+        kernels.update({key: (_cuda.sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
+                        for key in from_sm90})
     for key, name in from_bwd.items():
         kernel = module.get_function(name)
         if smem[key] > 48 * 1024:
@@ -173,7 +182,8 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
     with q.device:
         limit = _cuda._smem_optin(q.device.id)
         sm90 = uses_sm90(head_dim, tile, deterministic, q.device.id)
-        need = max(bwd_smem_bytes(head_dim, tile, deterministic) + ((bwd_sm90_smem_bytes(head_dim),) if sm90 else ()))
+        need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
+                   ((bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)) if sm90 else ()))
         if need > limit:
             raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per block; "
                              f"this device allows {limit}")
@@ -213,7 +223,7 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
 
         if deterministic:
             kernel, smem = kernels["dq"]
-            kernel((B * H, plan.n_mblocks, 1), (cfg["dq_threads"], 1, 1), (
+            kernel((B * H, plan.n_mblocks, 1), (_SM90_THREADS if sm90 else cfg["dq_threads"], 1, 1), (
                 q, k, v, do, dq, lse_log2, delta,
                 *(i64(s) for name in ("q", "k", "v", "do", "dq") for s in st[name]),
                 i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),

@@ -4,9 +4,9 @@ Needs CuPy and a CUDA device; skipped, with the reason shown, without them. Each
 a seed of its own, runs the float64 reference forward and backward (``maskattn._reference``) on exact float64
 copies of them, hands the GPU backward the reference's out (rounded to the input dtype) and LSE (float32), poisons
 dq, dk and dv with NaN so an unwritten element fails, and compares each gradient by relative L2 error. Rows that see
-no key and keys that no row of a KV head's query heads sees must get exactly zero gradients. Where the dK/dV pass
-runs the wgmma kernel (bwd_sm90.cu: Hopper, head dims 64 and 128, deterministic), every check is made on the
-mma.sync kernel too (MASKATTN_SM90=0), on the same inputs.
+no key and keys that no row of a KV head's query heads sees must get exactly zero gradients. Where the backward
+runs the wgmma kernels (bwd_sm90.cu's dK/dV and dQ: Hopper, head dims 64 and 128, deterministic), every check is
+made on the mma.sync kernels too (MASKATTN_SM90=0), on the same inputs.
 """
 
 import numpy as np
@@ -37,9 +37,9 @@ def _expanded_mask(plan, B, H):
 
 
 def _check(got, ref, plan, dtype_name, kernel=""):
-    """kernel: the dK/dV kernel that ran, named in the failure messages where both ran."""
+    """kernel: the kernels that ran (wgmma or mma.sync), named in the failure messages where both ran."""
     dq, dk, dv = (_host(x) for x in got)
-    at = f" ({kernel} dK/dV kernel)" if kernel else ""
+    at = f" ({kernel} kernels)" if kernel else ""
     B, H = dq.shape[:2]
     Hk = dk.shape[1]
     for name, x, r in (("dq", dq, ref[0]), ("dk", dk, ref[1]), ("dv", dv, ref[2])):
@@ -64,7 +64,7 @@ def _inputs(rng, spec, dtype, head_dim, B, H, Hk, layout):
 def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layout="bhnd", deterministic=True,
          inputs=None):
     """Reference forward and backward in float64, then the GPU backward on the same values; checks and returns
-    (plan, device inputs, gpu gradients): both dK/dV kernels where the wgmma one is the default (the module
+    (plan, device inputs, gpu gradients): both kernel sets where the wgmma one is the default (the module
     docstring), returning the default's gradients."""
     dtype = _dtype(dtype_name)
     plan = compile_mask(spec, tile=_cuda.tile_for(head_dim, dtype))
@@ -77,7 +77,7 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
     _, out = _make(rng, q.shape, dtype, layout, values=out64)
     lse = cp.asarray(lse64.astype(np.float32))
     wgmma = _cuda_backward.uses_sm90(head_dim, plan.tile, deterministic, cp.cuda.Device().id)
-    # the mma.sync kernel first where the default is the wgmma one, so that the default's gradients are returned
+    # the mma.sync kernels first where the default is the wgmma ones, so that the default's gradients are returned
     for kernel in ("mma.sync", "wgmma") if wgmma else ("",):
         with pytest.MonkeyPatch.context() as env:
             if kernel == "mma.sync":
