@@ -311,7 +311,8 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
         What :func:`attention` returned (with ``return_lse=True``).
     deterministic : bool
         On the GPU, dQ comes from its own kernel over the forward block lists: bit-identical on every run.
-        False adds dQ with float32 atomics from the dK/dV kernel instead (faster, rounding varies per run).
+        False adds dQ with float32 atomics from the dK/dV kernel instead (rounding varies per run; faster with the
+        mma.sync kernels, slower on Hopper, whose deterministic path runs wgmma dK/dV and dQ kernels).
         The CPU reference is always deterministic.
 
     Returns
