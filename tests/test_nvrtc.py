@@ -28,6 +28,9 @@ def _find_nvrtc():
     candidates += [ctypes.util.find_library("nvrtc") or ""]
     for path in filter(None, candidates):
         try:
+            # NVRTC opens its builtins library by soname; the 13.0 wheel sets no rpath to find it beside itself
+            for builtins in glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*")):
+                ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
             return ctypes.CDLL(path)
         except OSError:
             continue
