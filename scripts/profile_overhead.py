@@ -52,37 +52,42 @@ def graph_us(fn, reps=20):
     return gpu_us(graph.replay, reps=10) / reps
 
 
-cases = {
-    "tree 1024 B1": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=1024), 1, 32, 32),
-    "tree 4096 B8": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=4096), 8, 32, 32),
-    "decode 4096 B8": (masks.causal(1, 4096), 8, 32, 8),
-}
-for name, (spec, B, H, Hk) in cases.items():
-    q = torch.randn(B, H, spec.n_q, 128, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(B, Hk, spec.n_k, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    qc, kc, vc = (cp.from_dlpack(x) for x in (q, k, v))
-    gqa = {"enable_gqa": True} if H != Hk else {}
-    sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, **gqa)  # noqa: E731
-    print(f"== {name}")
-    call = lambda: maskattn.attention(q, k, v, spec)  # noqa: E731
-    print(f"  maskattn torch   wall {per_call_us(call):8.1f} us/call  gpu {gpu_us(call):8.1f} us  "
-          f"in a CUDA graph {graph_us(call):8.1f} us")
-    print(f"  maskattn cupy    wall {per_call_us(lambda: maskattn.attention(qc, kc, vc, spec)):8.1f} us/call")
-    pack = H // Hk
-    plan = compile_mask(spec.repeat_rows(pack), tile=_cuda.tile_for(128, qc.dtype, rows=spec.n_q * pack))
-    forward = lambda: _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack)  # noqa: E731
-    print(f"  _cuda.forward    wall {per_call_us(forward):8.1f} us/call  gpu {gpu_us(forward):8.1f} us")
-    out, lse = _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
-    launch = _cuda.forward_launch(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
-    stream = cp.cuda.get_current_stream().ptr
-    raw = per_call_us(lambda: launch(stream, qc.data.ptr, kc.data.ptr, vc.data.ptr, out.data.ptr, lse.data.ptr))
-    print(f"  one fwd launch   wall {raw:8.1f} us (unsplit, grid {launch.grid})")
-    print(f"  sdpa no mask     wall {per_call_us(sdpa):8.1f} us/call  gpu {gpu_us(sdpa):8.1f} us  "
-          f"in a CUDA graph {graph_us(sdpa):8.1f} us")
-    if name == "tree 1024 B1":
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(200):
-            maskattn.attention(q, k, v, spec)
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+def main():
+    cases = {
+        "tree 1024 B1": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=1024), 1, 32, 32),
+        "tree 4096 B8": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=4096), 8, 32, 32),
+        "decode 4096 B8": (masks.causal(1, 4096), 8, 32, 8),
+    }
+    for name, (spec, B, H, Hk) in cases.items():
+        q = torch.randn(B, H, spec.n_q, 128, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(B, Hk, spec.n_k, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        qc, kc, vc = (cp.from_dlpack(x) for x in (q, k, v))
+        gqa = {"enable_gqa": True} if H != Hk else {}
+        sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, **gqa)  # noqa: E731
+        print(f"== {name}")
+        call = lambda: maskattn.attention(q, k, v, spec)  # noqa: E731
+        print(f"  maskattn torch   wall {per_call_us(call):8.1f} us/call  gpu {gpu_us(call):8.1f} us  "
+              f"in a CUDA graph {graph_us(call):8.1f} us")
+        print(f"  maskattn cupy    wall {per_call_us(lambda: maskattn.attention(qc, kc, vc, spec)):8.1f} us/call")
+        pack = H // Hk
+        plan = compile_mask(spec.repeat_rows(pack), tile=_cuda.tile_for(128, qc.dtype, rows=spec.n_q * pack))
+        forward = lambda: _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack)  # noqa: E731
+        print(f"  _cuda.forward    wall {per_call_us(forward):8.1f} us/call  gpu {gpu_us(forward):8.1f} us")
+        out, lse = _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
+        launch = _cuda.forward_launch(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
+        stream = cp.cuda.get_current_stream().ptr
+        raw = per_call_us(lambda: launch(stream, qc.data.ptr, kc.data.ptr, vc.data.ptr, out.data.ptr, lse.data.ptr))
+        print(f"  one fwd launch   wall {raw:8.1f} us (unsplit, grid {launch.grid})")
+        print(f"  sdpa no mask     wall {per_call_us(sdpa):8.1f} us/call  gpu {gpu_us(sdpa):8.1f} us  "
+              f"in a CUDA graph {graph_us(sdpa):8.1f} us")
+        if name == "tree 1024 B1":
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(200):
+                maskattn.attention(q, k, v, spec)
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+
+
+if __name__ == "__main__":
+    main()

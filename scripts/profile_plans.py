@@ -5,22 +5,12 @@
 
 import cProfile
 import pstats
-import time
 
 import torch
+from profile_overhead import per_call_us  # scripts/ is on the path when run as a script
 
 import maskattn
 from maskattn import _cuda, workloads
-
-
-def per_call_us(fn, reps=200):
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 tile = _cuda.tile_for(128, "bfloat16")
