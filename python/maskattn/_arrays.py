@@ -86,7 +86,8 @@ def _import(name, x, default_stream=None):
     if cupy is not None and isinstance(x, cupy.ndarray):
         return x, _device_of(x)
     if (cupy is not None and type(x).__module__.split(".")[0] == "torch" and x.is_cuda
-            and cupy.cuda.get_current_stream().ptr == 0 and (default_stream or _torch_default_stream())(x.get_device())):
+            and cupy.cuda.get_current_stream().ptr == 0
+            and (default_stream or _torch_default_stream())(x.get_device())):
         # CuPy works on the stream torch works on: a view needs no DLPack stream handshake
         view = _torch_view(cupy, x)
         if view is not None:
