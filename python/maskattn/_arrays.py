@@ -167,9 +167,6 @@ class CupyIO:
     def address(self, x) -> int:
         return x.data.ptr
 
-    def device_id(self, x) -> int:
-        return x.device.id
-
     def empty(self, shape, like, float32=False):
         with like.device:
             return self.cupy.empty(shape, dtype=np.float32 if float32 else like.dtype)
@@ -204,9 +201,6 @@ class TorchIO(CupyIO):
 
     def address(self, x) -> int:
         return x.data_ptr()
-
-    def device_id(self, x) -> int:
-        return x.get_device()
 
     def empty(self, shape, like, float32=False):
         return self.torch.empty(shape, dtype=self.torch.float32 if float32 else like.dtype, device=like.device)

@@ -424,7 +424,7 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
     """
     cupy = _cupy()
     launch = forward_launch(q, k, v, plan, scale, out, num_splits=num_splits, pack=pack)
-    with cupy.cuda.Device(launch.device_id):
+    with launch.device:
         if out is None:
             out = cupy.empty(launch.out_shape, dtype=launch.dtype)
         lse = cupy.empty(launch.lse_shape, dtype=np.float32)
