@@ -149,7 +149,7 @@ _PLAN_ARRAYS = {
     "row_ptr": np.int64, "col_idx": np.int32, "kind": np.uint8, "payload_idx": np.int32,
     "col_ptr": np.int64, "row_idx": np.int32, "bwd_kind": np.uint8, "bwd_payload_idx": np.int32,
     "bit_pool": np.uint32, "intervals": np.int32, "interval_minmax": np.int32,
-    "m_order": np.int32, "n_order": np.int32, "perm": np.int64, "inverse_perm": np.int64,
+    "m_order": np.int32, "n_order": np.int32,
 }
 
 

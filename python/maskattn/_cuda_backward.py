@@ -163,6 +163,25 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
         Summed over the query heads of each KV head. Rows that see no key and keys no row sees get 0.
     """
     cupy = _cuda._cupy()
+    if not isinstance(q, cupy.ndarray):
+        raise TypeError(f"q must be a cupy.ndarray; got {type(q).__name__}")
+    with q.device:
+        dq = cupy.empty(q.shape, dtype=q.dtype) if dq is None else dq
+        dk = cupy.empty(k.shape, dtype=q.dtype) if dk is None else dk
+        dv = cupy.empty(k.shape, dtype=q.dtype) if dv is None else dv
+        launch = backward_launch(do, q, k, v, out, lse, plan, scale, dq, dk, dv, deterministic=deterministic)
+        scratch = [cupy.empty(shape, dtype=np.float32) for shape in launch.scratch_shapes]
+        launch(cupy.cuda.get_current_stream().ptr, *(x.data.ptr for x in (do, q, k, v, out, lse, dq, dk, dv)),
+               *(x.data.ptr for x in scratch))
+    return dq, dk, dv
+
+
+def backward_launch(do, q, k, v, out, lse, plan: BlockMask, scale: float, dq, dk, dv, *,
+                    deterministic: bool = True) -> "_BackwardLaunch":
+    """The checked launch of :func:`backward` for these arrays' shapes, strides, dtype and device: call it with a
+    stream, the device addresses of do, q, k, v, out, lse, dq, dk, dv and of float32 scratch arrays of
+    ``scratch_shapes`` (any contents), which the caller allocates with the strides given here."""
+    cupy = _cuda._cupy()
     ctype, tile, scale = _cuda.check_launch(plan, scale, q, k, v, do=do, out=out, dq=dq, dk=dk, dv=dv)
     B, H, n_q, head_dim = q.shape
     Hk, n_k = k.shape[1], k.shape[2]
@@ -170,70 +189,95 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
     if do.shape != q.shape or out.shape != q.shape:
         raise ValueError(f"do and out must have q's shape {q.shape}; got do {do.shape}, out {out.shape}")
     for name, x, shape in (("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, k.shape)):
-        if x is not None and x.shape != shape:
+        if x.shape != shape:
             raise ValueError(f"{name} has shape {x.shape}; expected {shape}")
     if not isinstance(lse, cupy.ndarray) or lse.dtype != np.float32 or lse.shape != (B, H, n_q):
         what = f"{type(lse).__name__} {getattr(lse, 'dtype', '')} {getattr(lse, 'shape', '')}"
         raise TypeError(f"lse must be a float32 cupy.ndarray of shape {(B, H, n_q)}; got {what}")
     if lse.device.id != q.device.id:
         raise ValueError(f"lse is on device {lse.device.id}; q is on device {q.device.id}")
-    deterministic = bool(deterministic)
+    return _BackwardLaunch(ctype, tile, scale, bool(deterministic), plan, (B, H, Hk, n_q, n_k, head_dim),
+                           {name: _cuda._strides(x, name) for name, x in (("do", do), ("q", q), ("k", k), ("v", v),
+                                                                          ("out", out), ("dq", dq), ("dk", dk),
+                                                                          ("dv", dv))},
+                           tuple(s // 4 for s in lse.strides), q.device.id)
 
-    with q.device:
-        limit = _cuda._smem_optin(q.device.id)
-        sm90 = uses_sm90(head_dim, tile, deterministic, q.device.id)
-        need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
-                   ((bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)) if sm90 else ()))
-        if need > limit:
-            raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per block; "
-                             f"this device allows {limit}")
-        dq = cupy.empty(q.shape, dtype=q.dtype) if dq is None else dq
-        dk = cupy.empty(k.shape, dtype=q.dtype) if dk is None else dk
-        dv = cupy.empty(k.shape, dtype=q.dtype) if dv is None else dv
-        named = (("do", do), ("q", q), ("k", k), ("v", v), ("out", out), ("dq", dq), ("dk", dk), ("dv", dv))
-        st = {name: _cuda._strides(x, name) for name, x in named}
-        lse_strides = tuple(s // 4 for s in lse.strides)
 
-        cfg = bwd_config(head_dim, tile, deterministic)
-        kernels = _kernels(ctype, head_dim, tile, _cuda._MASK_MODES[plan.payload], deterministic, q.device.id,
-                           sm90)
-        dp = _cuda.device_plan(plan)
-        i32, i64, f32 = np.int32, np.int64, np.float32
-        n_q_pad = plan.n_mblocks * tile[0]
-        lse_log2 = cupy.empty((B * H, n_q_pad), dtype=np.float32)
-        delta = cupy.empty((B * H, n_q_pad), dtype=np.float32)
-        group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
-        scale_log2 = f32(scale * math.log2(math.e))
+class _BackwardLaunch:
+    """One backward configuration, checked once: its kernels (preprocess, dK/dV, then dQ or the atomic dQ's
+    conversion), grids and every argument but the arrays, launched through ``_cuda._Launcher``."""
 
-        kernel, _ = kernels["pre"]
-        kernel((-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), (
-            do, out, lse, lse_log2, delta, *(i64(s) for s in st["do"] + st["out"] + lse_strides),
-            i32(H), i32(n_q), i32(n_q_pad)))
+    def __init__(self, ctype, tile, scale, deterministic, plan, dims, st, lse_strides, device_id):
+        cupy = _cuda._cupy()
+        B, H, Hk, n_q, n_k, head_dim = dims
+        B_mask, H_mask = plan.shape[:2]
+        self.deterministic, self.device = deterministic, cupy.cuda.Device(device_id)
+        with self.device:
+            limit = _cuda._smem_optin(device_id)
+            sm90 = uses_sm90(head_dim, tile, deterministic, device_id)
+            need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
+                       ((bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)) if sm90 else ()))
+            if need > limit:
+                raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
+                                 f"block; this device allows {limit}")
+            cfg = bwd_config(head_dim, tile, deterministic)
+            kernels = _kernels(ctype, head_dim, tile, _cuda._MASK_MODES[plan.payload], deterministic, device_id,
+                               sm90)
+            dp = _cuda.device_plan(plan)
+            i32, i64, f32 = np.int32, np.int64, np.float32
+            n_q_pad = plan.n_mblocks * tile[0]
+            # lse_log2 and delta, then (atomic dQ) the float32 dQ accumulator, zeroed before each launch
+            self.scratch_shapes = [(B * H, n_q_pad), (B * H, n_q_pad)]
+            if not deterministic:
+                self.scratch_shapes.append((B * H, n_q_pad, head_dim))
+                self.accum_bytes = B * H * n_q_pad * head_dim * 4
+            group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
+            scale_log2 = f32(scale * math.log2(math.e))
+            strides = lambda *names: (i64(s) for name in names for s in st[name])  # noqa: E731
 
-        dq_accum = None if deterministic else cupy.zeros((B * H, n_q_pad, head_dim), dtype=np.float32)
-        kernel, smem = kernels["dkdv"]
-        kernel((B * Hk, plan.n_nblocks, 1), (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), (
-            q, k, v, do, dk, dv, dq_accum, lse_log2, delta,
-            *(i64(s) for name in ("q", "k", "v", "do", "dk", "dv") for s in st[name]),
-            i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
-            group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
-            dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"],
-            dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
-            scale_log2, f32(scale)), shared_mem=smem)
+            kernel, _ = kernels["pre"]
+            # arrays: do, out, lse, lse_log2, delta
+            self.pre = _cuda._Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 5, (
+                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad)))
+            kernel, smem = kernels["dkdv"]
+            # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta
+            self.dkdv = _cuda._Launcher(
+                kernel, (B * Hk, plan.n_nblocks, 1), (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), smem, 9,
+                (*strides("q", "k", "v", "do", "dk", "dv"),
+                 i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
+                 group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
+                 dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"],
+                 dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+                 scale_log2, f32(scale)))
+            if deterministic:
+                kernel, smem = kernels["dq"]
+                # arrays: q, k, v, do, dq, lse_log2, delta
+                self.dq = _cuda._Launcher(
+                    kernel, (B * H, plan.n_mblocks, 1), (_SM90_THREADS if sm90 else cfg["dq_threads"], 1, 1), smem, 7,
+                    (*strides("q", "k", "v", "do", "dq"),
+                     i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
+                     group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
+                     dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
+                     dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+                     scale_log2, f32(scale)))
+            else:
+                kernel, _ = kernels["convert"]
+                chunks = n_q * (head_dim // 8)
+                # arrays: dq_accum, dq
+                self.convert = _cuda._Launcher(
+                    kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 2,
+                    (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale)))
+        self.plan = plan  # its device arrays must outlive the launchers
 
-        if deterministic:
-            kernel, smem = kernels["dq"]
-            kernel((B * H, plan.n_mblocks, 1), (_SM90_THREADS if sm90 else cfg["dq_threads"], 1, 1), (
-                q, k, v, do, dq, lse_log2, delta,
-                *(i64(s) for name in ("q", "k", "v", "do", "dq") for s in st[name]),
-                i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
-                group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
-                dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
-                dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
-                scale_log2, f32(scale)), shared_mem=smem)
-        else:
-            kernel, _ = kernels["convert"]
-            chunks = n_q * (head_dim // 8)
-            kernel((-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), (
-                dq_accum, dq, *(i64(s) for s in st["dq"]), i32(H), i32(n_q), i32(n_q_pad), f32(scale)))
-    return dq, dk, dv
+    def __call__(self, stream: int, do: int, q: int, k: int, v: int, out: int, lse: int, dq: int, dk: int, dv: int,
+                 lse_log2: int, delta: int, dq_accum: int = 0):
+        """Launch on ``stream`` over the arrays at these device addresses (dq_accum only for atomic dQ)."""
+        with self.device:
+            self.pre(stream, do, out, lse, lse_log2, delta)
+            if not self.deterministic:
+                _cuda._cupy().cuda.runtime.memsetAsync(dq_accum, 0, self.accum_bytes, stream)
+            self.dkdv(stream, q, k, v, do, dk, dv, dq_accum, lse_log2, delta)
+            if self.deterministic:
+                self.dq(stream, q, k, v, do, dq, lse_log2, delta)
+            else:
+                self.convert(stream, dq_accum, dq)

@@ -29,13 +29,7 @@ class _Backend:
         if self.cuda:
             from . import _cuda, _cuda_backward
 
-            self.forward_launch, self.backward = _cuda.forward_launch, _cuda_backward.backward
-
-            def perm_indices(plan):  # uploaded with the plan, once
-                arrays = _cuda.device_plan(plan)
-                return arrays["perm"], arrays["inverse_perm"]
-
-            self.perm_indices = perm_indices
+            self.forward_launch, self.backward_launch = _cuda.forward_launch, _cuda_backward.backward_launch
             device_id = int(device.split(":")[1])
             self.tile_for = lambda head_dim, dtype, rows=None: _cuda.tile_for(head_dim, dtype, device_id, rows)
             self.decode_rows = _cuda.DECODE_ROWS
@@ -47,7 +41,6 @@ class _Backend:
             # the reference accumulates in a fixed order: always deterministic; it has no splits to make
             self.forward = _reference.forward
             self.backward = lambda *args, deterministic: _reference.backward(*args)
-            self.perm_indices = lambda plan: (plan.perm, plan.inverse_perm)
             self.tile_for = lambda head_dim, dtype, rows=None: None  # any tile works
             self.decode_rows = 0  # no GQA packing: pack is always 1 here
             self.xp = np
@@ -201,7 +194,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     >>> out.shape
     (1, 2, 300, 64)
     """
-    key = None if check_finite else _call_key(q, k, v, mask, scale, layout, num_splits)
+    key = None if check_finite else _call_key((q, k, v), mask, "forward", scale, layout, num_splits)
     call = _CALLS.get(key) if key is not None else None
     if call is not None:
         result = call(q, k, v)
@@ -222,79 +215,119 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     plan = _resolve_plan(mask, B, H, n_q * pack, n_k, backend.tile_for(D, dtype, rows=n_q * pack))
     if backend.cuda:
         io = io_for(given[0])
-        call = _CudaCall(backend.forward_launch, io or CupyIO(), given_mask, plan, pack, layout, _scale(scale, D),
-                         num_splits)
-        out, lse = call(*(given if io is not None else (q, k, v)))
-        if io is None:  # another DLPack producer: computed on CuPy views, handed back as its type
-            out, lse = export(out), export(lse)
-        elif key is not None:
-            while len(_CALLS) >= _CALLS_KEPT:
-                _CALLS.pop(next(iter(_CALLS)))
-            _CALLS[key] = call
+        call = _ForwardCall(backend.forward_launch, io or CupyIO(), given_mask, plan, layout, _scale(scale, D),
+                            num_splits=num_splits, pack=pack)
+        out, lse = _run_prepared(call, key, io, export, given, (q, k, v))
         return (out, lse) if return_lse else out
     qb, kb, vb = (_bhnd(x, layout) for x in (q, k, v))
     if plan.perm is not None:
-        qb, kb, vb = _permute(backend.xp, plan.perm, qb, kb, vb)
+        qb, kb, vb = _permute(np, plan.perm, qb, kb, vb)
     out, lse = backend.forward(qb, kb, vb, plan, _scale(scale, D))
     if plan.perm is not None:
-        out, lse = _permute(backend.xp, plan.inverse_perm, out, lse)
-    out = backend.xp.ascontiguousarray(_bhnd(out, layout))
+        out, lse = _permute(np, plan.inverse_perm, out, lse)
+    out = np.ascontiguousarray(_bhnd(out, layout))
     return (export(out), export(lse)) if return_lse else export(out)
 
 
 # Prepared CUDA calls by _call_key: a call with the arguments of an earlier one (same array type, shapes, strides,
-# dtype, device, mask object, scale, layout, num_splits, kernel switch) skips ingestion, checks and plan lookup.
+# dtype, device, mask object, options, kernel switch) skips ingestion, checks and plan lookup.
 _CALLS: dict = {}
 _CALLS_KEPT = 128
 
 
-def _call_key(q, k, v, mask, scale, layout, num_splits):
-    """What a CUDA attention call depends on besides the data, or None (not CuPy / CUDA torch, mixed types, a scale
-    of another type)."""
-    io = io_for(q)
-    if io is None or type(k) is not type(q) or type(v) is not type(q):
+def _call_key(arrays, mask, *options):
+    """What a CUDA call depends on besides the data, or None (not CuPy / CUDA torch, mixed types, an option of a
+    type that is not a plain hashable value)."""
+    io = io_for(arrays[0])
+    if io is None or any(type(x) is not type(arrays[0]) for x in arrays):
         return None
-    if not (scale is None or type(scale) is float) or not (num_splits is None or type(num_splits) is int):
+    if not all(o is None or type(o) in (str, int, float, bool) for o in options):
         return None
-    # MASKATTN_SM90 picks the forward kernel on Hopper (maskattn._cuda): a prepared launch holds one
-    return (io.signature(q), io.signature(k), io.signature(v), id(mask), scale, layout, num_splits,
-            os.environ.get("MASKATTN_SM90"))
+    # MASKATTN_SM90 picks the kernels on Hopper (maskattn._cuda): a prepared launch holds them
+    return (*(io.signature(x) for x in arrays), id(mask), *options, os.environ.get("MASKATTN_SM90"))
 
 
-class _CudaCall:
-    """The CUDA forward for one configuration of arguments, prepared on its first call: the plan, GQA packing, the
-    graph permutation (gathered on the device) and the checked launch (``_cuda.forward_launch``, built from the
-    first arrays). A call allocates the outputs like q (torch in, torch out), launches on the caller's current
-    stream and returns (out, lse); None when a data pointer is off 16 bytes (the launch checks name it)."""
+def _run_prepared(call, key, io, export, given, views):
+    """Run a new prepared call on the caller's arrays (or, for a DLPack producer other than CuPy and torch, on the
+    CuPy views, exporting the results back) and keep it under key."""
+    results = call(*(given if io is not None else views))
+    if io is None:
+        return tuple(export(x) for x in results)
+    if key is not None:
+        while len(_CALLS) >= _CALLS_KEPT:
+            _CALLS.pop(next(iter(_CALLS)))
+        _CALLS[key] = call
+    return results
 
-    def __init__(self, forward_launch, io, mask, plan, pack, layout, scale, num_splits):
-        self.forward_launch, self.io, self.plan, self.pack = forward_launch, io, plan, pack
-        self.layout, self.scale, self.num_splits = layout, scale, num_splits
+
+class _PreparedCall:
+    """A CUDA call for one configuration of arguments, prepared on its first call: the plan, the graph permutation
+    (gathered on the device, indices made once) and the checked launch, built from the first arrays. A call
+    allocates its outputs like the inputs (torch in, torch out) and launches on the caller's current stream; it
+    returns None when a data pointer is off 16 bytes (the launch checks, on the full path, name it)."""
+
+    def __init__(self, make_launch, io, mask, plan, layout, scale, **options):
+        self.make_launch, self.io, self.plan, self.layout, self.scale = make_launch, io, plan, layout, scale
+        self.options = options
         self.mask = mask  # alive while cached: the key names it by id
         self.axis = 2 if layout == "bhnd" else 1  # the token axis of the caller's arrays
         self.launch = self.perm = self.inverse = None
 
+    def permute(self, inverse, arrays, like):
+        """Rows of the caller's arrays (and (B, H, n) ones, axis 2) taken into plan order, or back (inverse)."""
+        if self.perm is None:
+            self.perm, self.inverse = (self.io.index(i, like) for i in (self.plan.perm, self.plan.inverse_perm))
+        index = self.inverse if inverse else self.perm
+        return [self.io.take(x, self.axis if x.ndim == 4 else 2, index) for x in arrays]
+
+    def prepare(self, inputs, outputs):
+        """Build the launch from views of the first call's arrays (bhnd order; (B, H, n) arrays as they are)."""
+        views = [self.io.view(x) for x in (*inputs, *outputs)]
+        views = [_bhnd(x, self.layout) if x.ndim == 4 else x for x in views]
+        self.launch = self.make_launch(*views[:len(inputs)], self.plan, self.scale, *views[len(inputs):],
+                                       **self.options)
+
+    def aligned(self, arrays) -> bool:
+        return self.launch is None or not any(self.io.address(x) & 15 for x in arrays)
+
+
+class _ForwardCall(_PreparedCall):
+    """``attention`` on the GPU: (out, lse)."""
+
     def __call__(self, q, k, v):
         io = self.io
         if self.plan.perm is not None:
-            if self.perm is None:
-                self.perm = io.index(self.plan.perm, q)
-                self.inverse = io.index(self.plan.inverse_perm, q)
-            q, k, v = (io.take(x, self.axis, self.perm) for x in (q, k, v))
-        addresses = io.address(q), io.address(k), io.address(v)
-        if self.launch is not None and (addresses[0] | addresses[1] | addresses[2]) & 15:
+            q, k, v = self.permute(False, (q, k, v), q)
+        if not self.aligned((q, k, v)):
             return None
         out = io.empty(q.shape, q)
-        if self.launch is None:  # the checks run here, on the first call
-            views = [_bhnd(io.view(x), self.layout) for x in (q, k, v, out)]
-            self.launch = self.forward_launch(*views[:3], self.plan, self.scale, views[3],
-                                              num_splits=self.num_splits, pack=self.pack)
+        if self.launch is None:
+            self.prepare((q, k, v), (out,))
         lse = io.empty(self.launch.lse_shape, q, float32=True)
         parts = [io.empty(shape, q, float32=True) for shape in self.launch.part_shapes]
-        self.launch(io.stream(q), *addresses, io.address(out), io.address(lse), *(io.address(p) for p in parts))
+        self.launch(io.stream(q), *(io.address(x) for x in (q, k, v, out, lse, *parts)))
         if self.plan.perm is not None:
-            out, lse = io.take(out, self.axis, self.inverse), io.take(lse, 2, self.inverse)
+            out, lse = self.permute(True, (out, lse), q)
         return out, lse
+
+
+class _BackwardCall(_PreparedCall):
+    """``attention_backward`` on the GPU: (dq, dk, dv)."""
+
+    def __call__(self, do, q, k, v, out, lse):
+        io = self.io
+        if self.plan.perm is not None:
+            do, q, k, v, out, lse = self.permute(False, (do, q, k, v, out, lse), q)
+        if not self.aligned((do, q, k, v, out, lse)):
+            return None
+        grads = io.empty(q.shape, q), io.empty(k.shape, k), io.empty(k.shape, k)
+        if self.launch is None:
+            self.prepare((do, q, k, v, out, lse), grads)
+        scratch = [io.empty(shape, q, float32=True) for shape in self.launch.scratch_shapes]
+        self.launch(io.stream(q), *(io.address(x) for x in (do, q, k, v, out, lse, *grads, *scratch)))
+        if self.plan.perm is not None:
+            grads = self.permute(True, grads, q)
+        return tuple(grads)
 
 
 def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="bhnd", check_finite=None,
@@ -320,6 +353,14 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
     dq, dk, dv : arrays like q, k, v
         dk and dv sum over the query heads that share a KV head. Masked-out rows and columns get 0.
     """
+    key = None if check_finite else _call_key((do, q, k, v, out, lse), mask, "backward", scale, layout,
+                                              bool(deterministic))
+    call = _CALLS.get(key) if key is not None else None
+    if call is not None:
+        result = call(do, q, k, v, out, lse)
+        if result is not None:  # None: a pointer off 16 bytes, which the checks below name
+            return result
+    given = do, q, k, v, out, lse
     views, device, export = ingest(do=do, q=q, k=k, v=v, out=out, lse=lse)
     backend = _backend(device)
     do, q, k, v, out, lse = (views[n] for n in ("do", "q", "k", "v", "out", "lse"))
@@ -331,12 +372,15 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
     if backend.wants_finite_check(check_finite):
         _check_finite(backend, do=do, q=q, k=k, v=v, out=out)
     plan = _resolve_plan(mask, B, H, n_q, n_k, backend.tile_for(D, dtype))
-    scale = _scale(scale, D)
+    if backend.cuda:
+        io = io_for(given[0])
+        call = _BackwardCall(backend.backward_launch, io or CupyIO(), mask, plan, layout, _scale(scale, D),
+                             deterministic=bool(deterministic))
+        return _run_prepared(call, key, io, export, given, (do, q, k, v, out, lse))
     dob, qb, kb, vb, ob = (_bhnd(x, layout) for x in (do, q, k, v, out))
     if plan.perm is not None:
-        perm, inverse = backend.perm_indices(plan)
-        dob, qb, kb, vb, ob, lse = _permute(backend.xp, perm, dob, qb, kb, vb, ob, lse)
-    dq, dk, dv = backend.backward(dob, qb, kb, vb, ob, lse, plan, scale, deterministic=deterministic)
+        dob, qb, kb, vb, ob, lse = _permute(np, plan.perm, dob, qb, kb, vb, ob, lse)
+    dq, dk, dv = backend.backward(dob, qb, kb, vb, ob, lse, plan, _scale(scale, D), deterministic=deterministic)
     if plan.perm is not None:
-        dq, dk, dv = _permute(backend.xp, inverse, dq, dk, dv)
-    return tuple(export(backend.xp.ascontiguousarray(_bhnd(g, layout))) for g in (dq, dk, dv))
+        dq, dk, dv = _permute(np, plan.inverse_perm, dq, dk, dv)
+    return tuple(export(np.ascontiguousarray(_bhnd(g, layout))) for g in (dq, dk, dv))

@@ -58,7 +58,39 @@ def test_cupy_second_call_is_prepared_and_exact(name, layout, rng):
         out, lse = maskattn.attention(q, k, v, spec, layout=layout, return_lse=True)
         assert type(out) is cp.ndarray and out.shape == q.shape and out.flags.c_contiguous
         _check(out, lse, q64, k64, v64, spec, layout, "bfloat16")
-        calls.append(api._CALLS.get(api._call_key(q, k, v, spec, None, layout, None)))
+        calls.append(api._CALLS.get(api._call_key((q, k, v), spec, "forward", None, layout, None)))
+    assert calls[0] is not None and calls[0] is calls[1]
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("layout", ["bhnd", "bnhd"])
+@pytest.mark.parametrize("name", ["graph_rcm", "causal_gqa"])
+def test_cupy_backward_second_call_is_prepared_and_exact(name, layout, deterministic, rng):
+    """attention_backward twice with fresh inputs: the prepared call (graph permutation both ways, GQA) against the
+    float64 CPU reference's gradients."""
+    case = CASES[name]
+    spec = case[0]()
+    dtype = dtype_of("bfloat16")
+    calls = []
+    for _ in range(2):
+        inputs = _cupy_inputs(rng, case, dtype, layout)
+        (do64, do), = _cupy_inputs(rng, case, dtype, layout)[:1]
+        (q64, q), (k64, k), (v64, v) = inputs
+        if layout == "bnhd":
+            q, k, v, do = (cp.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in (q, k, v, do))
+        out, lse = maskattn.attention(q, k, v, spec, layout=layout, return_lse=True)
+        grads = maskattn.attention_backward(do, q, k, v, out, lse, spec, layout=layout, deterministic=deterministic)
+        out64, lse64 = maskattn.attention(q64, k64, v64, spec, return_lse=True)
+        want = maskattn.attention_backward(do64, q64, k64, v64, out64, lse64, spec)
+        for got, ref, shape in zip(grads, want, (q.shape, k.shape, k.shape)):
+            assert type(got) is cp.ndarray and got.shape == shape
+            got = cp.asnumpy(got.view(cp.uint16)).view(dtype).astype(np.float64)
+            got = got.transpose(0, 2, 1, 3) if layout == "bnhd" else got
+            assert not np.isnan(got).any()
+            err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+            assert err <= 2e-2, f"relative L2 error {err:.3g}"
+        key = api._call_key((do, q, k, v, out, lse), spec, "backward", None, layout, deterministic)
+        calls.append(api._CALLS.get(key))
     assert calls[0] is not None and calls[0] is calls[1]
 
 
@@ -123,6 +155,32 @@ def test_torch_calls_on_a_side_stream(name, layout, rng):
         stream.synchronize()
         assert out.dtype == q.dtype and out.device == q.device and out.shape == q.shape
         _check(*_as_cupy(out, lse), 2 * q64, k64, v64, spec, layout, "bfloat16")
+
+
+def test_torch_backward_on_a_side_stream(rng):
+    """Gradients of a reordered graph mask through the torch op, computed on a side stream, against the same
+    computed on the default stream (the first call prepares, the second runs prepared)."""
+    torch = _torch()
+    case = CASES["graph_rcm"]
+    spec = case[0]()
+    (_, q), (_, k), (_, v) = _torch_inputs(torch, rng, case, "bhnd")
+    do = torch.randn_like(q)
+
+    def grads():
+        leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+        maskattn.torch.attention(*leaves, spec).backward(do)
+        return [x.grad for x in leaves]
+
+    want = grads()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            torch.cuda._sleep(2_000_000)
+            got = grads()
+    stream.synchronize()
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)  # deterministic: bit-identical
 
 
 @pytest.mark.parametrize("name", ["tree_packed_split", "graph_rcm"])
