@@ -178,10 +178,13 @@ inline void interval_runs(const int32_t* iv, int64_t groups, int64_t n_q, int64_
   }
 }
 
-inline int64_t partial_entries(const IntervalRuns& r) {
-  int64_t c = 0;
-  for (const Run& run : r.runs) c += run.kind == PARTIAL ? run.m1 - run.m0 : 0;
-  return c;
+// Entries of the plan (in each direction), and how many of them are PARTIAL.
+inline void count_entries(const IntervalRuns& r, int64_t& listed, int64_t& partial) {
+  listed = partial = 0;
+  for (const Run& run : r.runs) {
+    listed += run.m1 - run.m0;
+    partial += run.kind == PARTIAL ? run.m1 - run.m0 : 0;
+  }
 }
 
 // Offsets of both directions: rows of the forward CSR (query blocks) and of the backward CSR (key blocks).

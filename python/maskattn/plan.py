@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from ._maskprep.plan import PLAN_ARRAYS
+
 FULL, PARTIAL = 1, 2
 DEFAULT_TILE = (128, 128)
 
@@ -65,30 +67,40 @@ class BlockMask:
         Graph plans: the plan is of the mask with rows and columns in this order.
     inverse_perm : int64 (n,) or None
         ``argsort(perm)``: taking rows of plan-order results at ``inverse_perm`` gives the caller's order.
+    m_order : int32 (G, n_mblocks)
+        Query blocks by descending number of entries, ties in ascending order (a stable sort): kernels start the
+        heaviest rows first.
+    n_order : int32 (G, n_nblocks)
+        Key blocks likewise, by their backward entries.
+    buffer : uint8 (read-only)
+        The plan's memory: every array above but ``perm`` and ``inverse_perm`` is a view of it, at the place
+        ``layout[name] = (offset, shape, dtype)`` says (16-byte aligned), so that a device copy is one transfer.
     """
 
-    def __init__(self, shape, tile, blocks: dict, *, intervals=None, perm=None):
+    def __init__(self, shape, tile, arrays, *, perm=None):
+        """``arrays``: the :class:`maskattn._maskprep.plan.PlanArrays` a maskprep compiler wrote."""
         self.shape = tuple(int(s) for s in shape)
         self.tile = check_tile(tile)
-        self.row_ptr = blocks["row_ptr"]
-        self.col_idx = blocks["col_idx"]
-        self.kind = blocks["kind"]
-        self.col_ptr = blocks["col_ptr"]
-        self.row_idx = blocks["row_idx"]
-        self.bwd_kind = blocks["bwd_kind"]
-        self.intervals = intervals
-        self.interval_minmax = blocks.get("minmax")
+        # a plan never changes: its device copies mirror the buffer
+        self.buffer, self.layout = arrays.buffer, arrays.layout
+        self.buffer.setflags(write=False)
         self.perm = perm
         self.inverse_perm = None if perm is None else np.argsort(perm)
-        bits = intervals is None
-        self.payload_idx = blocks["payload"] if bits else None
-        self.bwd_payload_idx = blocks["bwd_payload"] if bits else None
-        self.bit_pool = blocks["bit_pool"] if bits else None
-        if blocks["partial_count"] == 0:
+        if arrays.partial_count == 0:
             self.payload = "none"
         else:
-            self.payload = "bits" if bits else "intervals"
+            self.payload = "bits" if "bit_pool" in self.layout else "intervals"
         self._device_cache = {}
+
+    def __getattr__(self, name):
+        # The arrays of PLAN_ARRAYS, made on first use: a view costs a few tenths of a microsecond, and uploading a
+        # new plan needs none of them (its buffer travels whole).
+        if name not in PLAN_ARRAYS:
+            raise AttributeError(f"'BlockMask' object has no attribute {name!r}")
+        at = self.layout.get(name)
+        view = None if at is None else np.ndarray(at[1], at[2], self.buffer, at[0])
+        setattr(self, name, view)
+        return view
 
     # geometry -------------------------------------------------------------------------------------------
 
@@ -126,16 +138,6 @@ class BlockMask:
         """int64 (nnz,): the query block of each forward entry (entries of group g: ``row_ptr[g, 0]:row_ptr[g, -1]``)."""
         per_row = np.diff(self.row_ptr, axis=1).ravel()
         return np.repeat(np.tile(np.arange(self.n_mblocks), self.groups), per_row)
-
-    @functools.cached_property
-    def m_order(self) -> np.ndarray:
-        """int32 (G, n_mblocks): query blocks by descending work, for kernels that start the heaviest first."""
-        return np.argsort(-np.diff(self.row_ptr, axis=1), axis=1, kind="stable").astype(np.int32)
-
-    @functools.cached_property
-    def n_order(self) -> np.ndarray:
-        """int32 (G, n_nblocks): key blocks by descending work (backward)."""
-        return np.argsort(-np.diff(self.col_ptr, axis=1), axis=1, kind="stable").astype(np.int32)
 
     # tiles ----------------------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from families import reference_forward as _reference
 cp = require_gpu()
 
 from maskattn import _cuda, compile_mask, masks  # noqa: E402
+from maskattn.plan import PLAN_ARRAYS  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------- harness
 
@@ -114,7 +115,7 @@ def test_allocates_out_and_caches_plan(rng):
     _check(out, lse, ref_out, ref_lse, "float16")
     assert _cuda.device_plan(plan) is _cuda.device_plan(plan)
     arrays = _cuda.device_plan(plan)
-    for name in _cuda._PLAN_ARRAYS:  # one buffer, views at their offsets: every array round-trips
+    for name in PLAN_ARRAYS:  # one buffer, views at their offsets: every array round-trips
         host = getattr(plan, name)
         assert (arrays[name] is None) == (host is None), name
         if host is not None:
