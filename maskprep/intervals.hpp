@@ -104,7 +104,9 @@ inline void append_run(std::vector<Run>& runs, size_t block_start, int64_t m0, i
   if (runs.size() > block_start && runs.back().m1 == m0 && runs.back().kind == kind) {
     runs.back().m1 = static_cast<int32_t>(m1);
   } else {
-    runs.push_back({static_cast<int32_t>(m0), static_cast<int32_t>(m1), kind});
+    // field by field: a Run built aside and copied in is read back before its stores land (a stall per run)
+    Run& run = runs.emplace_back();
+    run.m0 = static_cast<int32_t>(m0), run.m1 = static_cast<int32_t>(m1), run.kind = kind;
   }
 }
 
@@ -144,7 +146,8 @@ inline void interval_runs(const int32_t* iv, int64_t groups, int64_t n_q, int64_
       const int64_t all_s[2] = {hi[0], hi[2]}, all_e[2] = {lo[1], lo[3]};
       const int64_t any_s[2] = {lo[0], lo[2]}, any_e[2] = {hi[1], hi[3]};
       int64_t skip_lo[2], skip_hi[2], touch_lo[2], touch_hi[2];
-      cuts.assign({0, rows});
+      cuts.clear();
+      cuts.push_back(0), cuts.push_back(rows);  // not assign({0, rows}): the list is read back from the stack too early
       for (int t = 0; t < 2; ++t) {
         if (all_s[t] < all_e[t]) inside(all_s[t], all_e[t], skip_lo[t], skip_hi[t]);
         else skip_lo[t] = skip_hi[t] = 0;
@@ -248,19 +251,22 @@ inline void interval_fill_fwd(const IntervalRuns& r, const int64_t* fwd_ptr, int
       }
       int64_t out = fwd_ptr[g * (r.rows + 1) + m];
       for (int64_t w = 0; w < words; ++w) {
-        uint64_t live = full[w] | partial[w];
-        if (live == ~0ull && partial[w] == 0) {  // 64 FULL key blocks in a row: the common case inside documents
-          for (int b = 0; b < 64; ++b) col_idx[out + b] = static_cast<int32_t>(w * 64 + b);
-          std::memset(kind + out, FULL, 64);
-          out += 64;
-          continue;
-        }
-        while (live) {
+        // Consecutive key blocks (most of a row: documents, windows) are written as runs, all FULL; then the few
+        // PARTIAL ones, found by their rank among the word's live bits. (Copies of the words: the uint8 stores to
+        // kind may alias anything for the compiler, which would reload them.)
+        const uint64_t all = full[w] | partial[w], part = partial[w];
+        const int64_t first = out;
+        for (uint64_t live = all; live;) {
           const int b = __builtin_ctzll(live);
-          col_idx[out] = static_cast<int32_t>(w * 64 + b);
-          kind[out++] = (partial[w] >> b) & 1 ? PARTIAL : FULL;
-          live &= live - 1;
+          const uint64_t rest = live >> b;
+          const int len = rest == ~0ull ? 64 - b : __builtin_ctzll(~rest);
+          for (int i = 0; i < len; ++i) col_idx[out + i] = static_cast<int32_t>(w * 64 + b + i);
+          std::memset(kind + out, FULL, len);
+          out += len;
+          live = b + len == 64 ? 0 : live & (~0ull << (b + len));
         }
+        for (uint64_t p = part; p; p &= p - 1)
+          kind[first + __builtin_popcountll(all & ((1ull << __builtin_ctzll(p)) - 1))] = PARTIAL;
       }
     }
   }
