@@ -19,7 +19,7 @@ DEFAULT_TILE = (128, 128)
 
 def check_tile(tile) -> tuple[int, int]:
     try:
-        tile_m, tile_n = (int(t) for t in tile)
+        tile_m, tile_n = map(int, tile)
     except (TypeError, ValueError):
         raise TypeError(f"tile must be a pair (tile_m, tile_n); got {tile!r}") from None
     for name, t in (("tile_m", tile_m), ("tile_n", tile_n)):
@@ -78,9 +78,10 @@ class BlockMask:
     """
 
     def __init__(self, shape, tile, arrays, *, perm=None):
-        """``arrays``: the :class:`maskattn._maskprep.plan.PlanArrays` a maskprep compiler wrote."""
-        self.shape = tuple(int(s) for s in shape)
-        self.tile = check_tile(tile)
+        """``arrays``: the :class:`maskattn._maskprep.plan.PlanArrays` a maskprep compiler wrote (for a tile it
+        checked)."""
+        self.shape = tuple(map(int, shape))
+        self.tile = tuple(map(int, tile))
         # a plan never changes: its device copies mirror the buffer
         self.buffer, self.layout = arrays.buffer, arrays.layout
         self.buffer.setflags(write=False)
@@ -295,14 +296,14 @@ def compile_mask(spec, tile=None, *, threads: int | None = None) -> BlockMask:
     >>> plan.stats()["active_blocks"], plan.stats()["partial_blocks"]
     (10, 4)
     """
-    from .masks import MaskSpec
-
     if isinstance(spec, BlockMask):
         raise TypeError("compile_mask takes a mask spec; this is already a compiled BlockMask")
-    if not isinstance(spec, MaskSpec):
+    # the plan cache of every maskattn.masks.MaskSpec (not imported here: masks imports this module)
+    plans = getattr(spec, "_plans", None)
+    if plans is None:
         raise TypeError(f"compile_mask takes a mask spec from maskattn.masks; got {type(spec).__name__}")
     tile = check_tile(DEFAULT_TILE if tile is None else tile)
-    cached = spec._plans.get(tile)
+    cached = plans.get(tile)
     if cached is None:
-        cached = spec._plans[tile] = spec._compile(tile, default_threads() if threads is None else int(threads))
+        cached = plans[tile] = spec._compile(tile, default_threads() if threads is None else int(threads))
     return cached
