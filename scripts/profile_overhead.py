@@ -14,6 +14,7 @@ import torch
 
 import maskattn
 from maskattn import _cuda, compile_mask, masks, workloads
+from maskattn.bench import graph_ms
 
 
 def per_call_us(fn, reps=300):
@@ -38,18 +39,9 @@ def gpu_us(fn, reps=50):
     return start.elapsed_time(stop) / reps * 1e3
 
 
-def graph_us(fn, reps=20):
-    """GPU time per call of `reps` calls captured in one CUDA graph: no host work between kernels."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    return gpu_us(graph.replay, reps=10) / reps
+def graph_us(fn):
+    """GPU time per call in a CUDA graph (maskattn.bench.graph_ms, one input set): no host work between kernels."""
+    return graph_ms([fn]) * 1e3
 
 
 def main():

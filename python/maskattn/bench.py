@@ -6,11 +6,13 @@ For each workload it times maskattn's plan compile plus upload and its forward (
 write), SDPA's flash kernel without a mask and SDPA with the dense boolean mask; it checks maskattn's output
 against SDPA's, prints one table with ratios to FlexAttention and TFLOP/s, and writes JSON and a PNG.
 ``--host`` times only the plan compiler, on the CPU. ``--decode`` times inference shapes instead: MEDUSA tree
-verification and single-token decode over a KV cache, with the KV-read bandwidth each achieves.
+verification and single-token decode over a KV cache, with the KV-read bandwidth each achieves, each peer both
+with ``do_bench`` (one call after an L2 flush) and replayed in a CUDA graph (many calls, no host work between).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 import statistics
@@ -114,6 +116,49 @@ def _bench_ms(fn) -> float:
     from triton.testing import do_bench
 
     return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+GRAPH_CALLS = 20  # calls captured in one CUDA graph
+GRAPH_REPLAYS = 15  # timed replays; the median is kept
+
+
+def graph_ms(fns) -> float:
+    """Milliseconds per call inside a CUDA graph: GRAPH_CALLS calls captured back to back in one torch.cuda.CUDAGraph,
+    taking the callables ``fns`` in turn (one per input set), after a warm-up on a side stream; each replay timed
+    with events, the median of GRAPH_REPLAYS. Nothing runs on the host between kernels, and nothing flushes L2 between
+    calls: give enough input sets that they do not fit in L2 together (:func:`input_sets`)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(GRAPH_CALLS):
+            fns[i % len(fns)]()
+    graph.replay()
+    times = []
+    for _ in range(GRAPH_REPLAYS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / GRAPH_CALLS)
+    del graph
+    return statistics.median(times)
+
+
+def input_sets(nbytes: int) -> int:
+    """How many input sets of ``nbytes`` each a graph replay must rotate through so that together they take at least
+    twice the device's L2 (one set when a set alone does: each call then reads its inputs from device memory)."""
+    import torch
+
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return max(1, -(-2 * l2 // nbytes))
 
 
 def _try(fn, errors, label):
@@ -258,7 +303,12 @@ def _copy_bandwidth() -> float:
 
 def decode(args) -> list[dict]:
     """Tree verification (MEDUSA mc_sim_7b_63 over prefixes, MHA) and single-token decode (GQA) for maskattn,
-    FlexAttention, SDPA with the dense mask and SDPA without a mask; KV-read bandwidth = K and V bytes / time."""
+    FlexAttention, SDPA with the dense mask and SDPA without a mask; KV-read bandwidth = K and V bytes / time.
+
+    Each peer is timed twice on the same inputs: ``do_bench`` (one call after an L2 flush, launch and host time
+    included) and :func:`graph_ms` (calls replayed in a CUDA graph: the kernels alone). The graph rotates through
+    :func:`input_sets` copies of the inputs, so that every call reads K and V from device memory; single-token
+    decode over 4096+ tokens (134+ MB of K and V) needs one."""
     import torch
     import torch.nn.functional as F
 
@@ -284,60 +334,89 @@ def decode(args) -> list[dict]:
             spec = masks.causal(1, context)
             mask_mod = None  # the one new token sees the whole cache
         n_q, n_k = spec.n_q, spec.n_k
+        kv_bytes = 2 * B * Hk * n_k * D * torch.finfo(dtype).bits // 8
         gen = torch.Generator(device="cuda").manual_seed(args.seed)
-        q = torch.randn(B, H, n_q, D, device="cuda", dtype=dtype, generator=gen)
-        k, v = (torch.randn(B, Hk, n_k, D, device="cuda", dtype=dtype, generator=gen) for _ in range(2))
+        inputs = [(torch.randn(B, H, n_q, D, device="cuda", dtype=dtype, generator=gen),
+                   *(torch.randn(B, Hk, n_k, D, device="cuda", dtype=dtype, generator=gen) for _ in range(2)))
+                  for _ in range(input_sets(kv_bytes))]
+        q, k, v = inputs[0]
         dense = torch.as_tensor(spec.to_dense()[0, 0], device="cuda")
-        kv_bytes = 2 * k.numel() * k.element_size()
         row = {"kind": kind, "context": context, "B": B, "H": H, "Hk": Hk, "D": D, "n_q": n_q, "n_k": n_k,
-               "kv_bytes": kv_bytes}
+               "kv_bytes": kv_bytes, "graph_input_sets": len(inputs)}
         errors = []
         gqa = {"enable_gqa": True} if H != Hk else {}
+        block_mask = None
+        if flex is not None and mask_mod is not None:
+            block_mask = create_block_mask(mask_mod, None, None, n_q, n_k, device="cuda")
+        peers = {
+            "maskattn": lambda q, k, v: maskattn.attention(q, k, v, spec),
+            "sdpa_mask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=dense, **gqa),
+            "sdpa_nomask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **gqa),
+        }
+        if flex is not None:
+            peers["flex"] = lambda q, k, v: flex(q, k, v, block_mask=block_mask, **gqa)
         out = maskattn.attention(q, k, v, spec)
-        row["maskattn_ms"] = _bench_ms(lambda: maskattn.attention(q, k, v, spec))
-        ref = _try(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense, **gqa), errors, "sdpa mask")
+        ref = _try(lambda: peers["sdpa_mask"](q, k, v), errors, "sdpa_mask")
         if ref is not None:
             row["rel_err_vs_sdpa"] = float((out.float() - ref.float()).norm() / ref.float().norm())
-            row["sdpa_mask_ms"] = _bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense, **gqa))
-        row["sdpa_nomask_ms"] = _try(lambda: _bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, **gqa)),
-                                     errors, "sdpa no mask")
-        if flex is not None:
-            block_mask = None if mask_mod is None else create_block_mask(mask_mod, None, None, n_q, n_k,
-                                                                         device="cuda")
-            row["flex_ms"] = _try(lambda: _bench_ms(lambda: flex(q, k, v, block_mask=block_mask, **gqa)),
-                                  errors, "flex")
+        for name, attn in peers.items():
+            if name == "sdpa_mask" and ref is None:
+                continue
+            calls = [functools.partial(attn, *x) for x in inputs]
+            row[f"{name}_ms"] = _try(lambda: _bench_ms(calls[0]), errors, name)
+            row[f"{name}_graph_ms"] = _try(lambda: graph_ms(calls), errors, f"{name} in a CUDA graph")
         row["errors"] = errors
         rows.append(row)
         _print_decode_row(row, copy_gbs)
+        del inputs, q, k, v, out, ref
         torch.cuda.empty_cache()
     for row in rows:
         row["copy_gbs"] = copy_gbs
     return rows
 
 
+_DECODE_PEERS = (("maskattn", "maskattn"), ("sdpa_nomask", "SDPA no-mask"), ("sdpa_mask", "SDPA mask"),
+                 ("flex", "Flex"))
+
+
+def _pct_of_copy(row, key, copy_gbs):
+    """Percent of the copy bandwidth that reading K and V once in ``row[key]`` milliseconds achieves."""
+    ms = row.get(key)
+    return None if ms is None else 100 * row["kv_bytes"] / ms / 1e6 / copy_gbs
+
+
+def _ratio(a, b):
+    return None if a is None or b is None else a / b
+
+
 def _print_decode_row(row, copy_gbs):
-    ours, nomask = row["maskattn_ms"], row.get("sdpa_nomask_ms")
-    gbs = row["kv_bytes"] / ours / 1e6
-    print(f"{row['kind']:6s} ctx {row['context']:6d} B {row['B']} H {row['H']}/{row['Hk']} | maskattn {ours:7.4f} ms"
-          f" {gbs:5.0f} GB/s ({100 * gbs / copy_gbs:3.0f}% of copy) | sdpa-nomask {_fmt(nomask, '.4f')}"
-          f" ({_fmt(None if nomask is None else ours / nomask, '.2f')}x)"
-          f" sdpa-mask {_fmt(row.get('sdpa_mask_ms'), '.4f')}"
-          f" flex {_fmt(row.get('flex_ms'), '.4f')} | err {_fmt(row.get('rel_err_vs_sdpa'), '.1e')}", flush=True)
+    print(f"{row['kind']:6s} ctx {row['context']:6d} B {row['B']} H {row['H']}/{row['Hk']}"
+          f" (graph: {row['graph_input_sets']} input set{'s' if row['graph_input_sets'] > 1 else ''})", flush=True)
+    for key, label in _DECODE_PEERS:
+        ms, graph = row.get(f"{key}_ms"), row.get(f"{key}_graph_ms")
+        pct, graph_pct = (_pct_of_copy(row, k, copy_gbs) for k in (f"{key}_ms", f"{key}_graph_ms"))
+        print(f"    {label:13s} do_bench {_fmt(ms, '.4f')} ms ({_fmt(pct, '3.0f')}% of copy)  graph {_fmt(graph, '.4f')}"
+              f" ms ({_fmt(graph_pct, '3.0f')}%)  maskattn / this {_fmt(_ratio(row.get('maskattn_ms'), ms), '.2f')}"
+              f" / {_fmt(_ratio(row.get('maskattn_graph_ms'), graph), '.2f')}", flush=True)
+    print(f"    err vs SDPA {_fmt(row.get('rel_err_vs_sdpa'), '.1e')}", flush=True)
     for err in row["errors"]:
         print(f"    ! {err}", flush=True)
 
 
 def _decode_markdown(rows) -> str:
-    head = ["case", "context", "B", "H/Hk", "maskattn ms", "KV GB/s", "% of copy", "SDPA no-mask ms", "ours / no-mask",
-            "SDPA mask ms", "Flex ms", "Flex / ours"]
+    """Per peer: do_bench ms and graph ms; for maskattn also % of copy bandwidth from both; for the others, maskattn's
+    time over theirs (< 1: maskattn is faster), from both."""
+    head = ["case", "context", "B", "H/Hk", "maskattn ms", "% of copy", "graph ms", "% of copy"]
+    for _, label in _DECODE_PEERS[1:]:
+        head += [f"{label} ms", "ours /", "graph ms", "ours /"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        ours, nomask, flex = r["maskattn_ms"], r.get("sdpa_nomask_ms"), r.get("flex_ms")
-        gbs = r["kv_bytes"] / ours / 1e6
-        cells = [r["kind"], r["context"], r["B"], f"{r['H']}/{r['Hk']}", f"{ours:.4f}", f"{gbs:.0f}",
-                 f"{100 * gbs / r['copy_gbs']:.0f}", _fmt(nomask, ".4f"),
-                 _fmt(None if nomask is None else ours / nomask, ".2f"), _fmt(r.get("sdpa_mask_ms"), ".4f"),
-                 _fmt(flex, ".4f"), _fmt(None if flex is None else flex / ours, ".2f")]
+        cells = [r["kind"], r["context"], r["B"], f"{r['H']}/{r['Hk']}"]
+        for key in ("maskattn_ms", "maskattn_graph_ms"):
+            cells += [_fmt(r.get(key), ".4f"), _fmt(_pct_of_copy(r, key, r["copy_gbs"]), ".0f")]
+        for peer, _ in _DECODE_PEERS[1:]:
+            for key, ours in ((f"{peer}_ms", "maskattn_ms"), (f"{peer}_graph_ms", "maskattn_graph_ms")):
+                cells += [_fmt(r.get(key), ".4f"), _fmt(_ratio(r.get(ours), r.get(key)), ".2f")]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 
