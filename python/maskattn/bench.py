@@ -339,7 +339,6 @@ def decode(args) -> list[dict]:
         inputs = [(torch.randn(B, H, n_q, D, device="cuda", dtype=dtype, generator=gen),
                    *(torch.randn(B, Hk, n_k, D, device="cuda", dtype=dtype, generator=gen) for _ in range(2)))
                   for _ in range(input_sets(kv_bytes))]
-        q, k, v = inputs[0]
         dense = torch.as_tensor(spec.to_dense()[0, 0], device="cuda")
         row = {"kind": kind, "context": context, "B": B, "H": H, "Hk": Hk, "D": D, "n_q": n_q, "n_k": n_k,
                "kv_bytes": kv_bytes, "graph_input_sets": len(inputs)}
@@ -355,8 +354,8 @@ def decode(args) -> list[dict]:
         }
         if flex is not None:
             peers["flex"] = lambda q, k, v: flex(q, k, v, block_mask=block_mask, **gqa)
-        out = maskattn.attention(q, k, v, spec)
-        ref = _try(lambda: peers["sdpa_mask"](q, k, v), errors, "sdpa_mask")
+        out = peers["maskattn"](*inputs[0])
+        ref = _try(lambda: peers["sdpa_mask"](*inputs[0]), errors, "sdpa_mask")
         if ref is not None:
             row["rel_err_vs_sdpa"] = float((out.float() - ref.float()).norm() / ref.float().norm())
         for name, attn in peers.items():
@@ -368,7 +367,6 @@ def decode(args) -> list[dict]:
         row["errors"] = errors
         rows.append(row)
         _print_decode_row(row, copy_gbs)
-        del inputs, q, k, v, out, ref
         torch.cuda.empty_cache()
     for row in rows:
         row["copy_gbs"] = copy_gbs
@@ -395,9 +393,10 @@ def _print_decode_row(row, copy_gbs):
     for key, label in _DECODE_PEERS:
         ms, graph = row.get(f"{key}_ms"), row.get(f"{key}_graph_ms")
         pct, graph_pct = (_pct_of_copy(row, k, copy_gbs) for k in (f"{key}_ms", f"{key}_graph_ms"))
-        print(f"    {label:13s} do_bench {_fmt(ms, '.4f')} ms ({_fmt(pct, '3.0f')}% of copy)  graph {_fmt(graph, '.4f')}"
-              f" ms ({_fmt(graph_pct, '3.0f')}%)  maskattn / this {_fmt(_ratio(row.get('maskattn_ms'), ms), '.2f')}"
-              f" / {_fmt(_ratio(row.get('maskattn_graph_ms'), graph), '.2f')}", flush=True)
+        ratios = (_ratio(row.get("maskattn_ms"), ms), _ratio(row.get("maskattn_graph_ms"), graph))
+        print(f"    {label:13s} do_bench {_fmt(ms, '.4f')} ms ({_fmt(pct, '3.0f')}% of copy)  graph"
+              f" {_fmt(graph, '.4f')} ms ({_fmt(graph_pct, '3.0f')}%)  maskattn / this"
+              f" {_fmt(ratios[0], '.2f')} / {_fmt(ratios[1], '.2f')}", flush=True)
     print(f"    err vs SDPA {_fmt(row.get('rel_err_vs_sdpa'), '.1e')}", flush=True)
     for err in row["errors"]:
         print(f"    ! {err}", flush=True)
