@@ -287,13 +287,21 @@ def test_builder_errors(build, match):
         build()
 
 
-def test_kv_cache_per_sample_lengths():
-    n_q, lengths, n_k = 4, [4, 9, 17, 6], 17
-    spec = masks.kv_cache(n_q, lengths, n_k=n_k, left=5, sinks=2)
-    assert spec.shape == (4, 1, n_q, n_k)
+@pytest.mark.parametrize("n_q, lengths, n_k, left, sinks", [
+    (4, [4, 9, 17, 6], 17, 5, 2), (4, [4, 9, 17, 6], 17, None, 0), (6, [2, 3, 30], 30, 0, 1), (6, [2, 3, 30], 30, 40, 0),
+    (1, [1, 64, 33], 64, 7, 3), (9, [5, 9, 12], 12, 2, 20),
+])
+def test_kv_cache_per_sample_lengths(n_q, lengths, n_k, left, sinks):
+    """Each sample equals its own sliding window over its length (queries longer than the cache included), and
+    sees no slot past it."""
+    spec = masks.kv_cache(n_q, lengths, n_k=n_k, left=left, sinks=sinks)
+    assert spec.shape == (len(lengths), 1, n_q, n_k)
     for b, length in enumerate(lengths):
-        alone = masks.sliding_window(n_q, length, left=5, sinks=2).to_dense()[0, 0]
+        alone = masks.sliding_window(n_q, length, left=left, sinks=min(sinks, length)).to_dense()[0, 0]
         assert np.array_equal(spec.to_dense()[b, 0, :, :length], alone)
         assert not spec.to_dense()[b, 0, :, length:].any()
+
+
+def test_kv_cache_rejects_lengths_past_the_cache():
     with pytest.raises(ValueError, match="more than the cache's n_k=8"):
         masks.kv_cache(2, [3, 9], n_k=8)

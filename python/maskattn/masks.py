@@ -200,21 +200,23 @@ def kv_cache(n_q: int, cache_seqlens, n_k: int | None = None, *, left: int | Non
     if max(lengths) > n_k:
         raise ValueError(f"cache_seqlens reach {max(lengths)}, more than the cache's n_k={n_k} slots")
     sinks = _positive_int("sinks", sinks, 0)
-    # sliding_window(n_q, length, left=left, sinks=min(sinks, length)) per sample, all samples at once: column j
-    # is masked below row j - s + left + 1 (not for sinks) and above row j - s, s = length - n_q
-    length = np.asarray(lengths, np.int64)[:, None]
-    j = np.arange(n_k, dtype=np.int64)[None, :]
-    shift = length - n_q
-    if left is None:
-        lower_start = np.full(j.shape, n_q)
-    else:
-        lower_start = np.where(j < np.minimum(sinks, length), n_q, j - shift + _positive_int("left", left, 0) + 1)
+    left = None if left is None else _positive_int("left", left, 0)
+    # sliding_window(n_q, length, left=left, sinks=min(sinks, length)) per sample: column j < length is masked above
+    # row j - s (s = length - n_q) and, with a window, from row j - s + left + 1 on (not for sinks); columns past the
+    # length for every row. Each column's four bounds are one 16-byte record, so the samples' runs of identical
+    # columns fill like scalars (a decode step rebuilds this for every sample and cache slot).
     cols = np.empty((len(lengths), n_k, 4), np.int32)
-    cols[..., 0] = np.clip(lower_start, 0, n_q)
-    cols[..., 1] = n_q
-    cols[..., 2] = 0
-    cols[..., 3] = np.clip(j - shift, 0, n_q)
-    cols[np.broadcast_to(j >= length, cols.shape[:2])] = (0, n_q, 0, n_q)  # slots past the sample's length
+    records = cols.view("V16")[..., 0]
+    seen, past = (np.array(bounds, np.int32).view("V16")[0] for bounds in ((n_q, n_q, 0, 0), (0, n_q, 0, n_q)))
+    for b, length in enumerate(lengths):
+        shift = length - n_q
+        records[b, :length] = seen
+        records[b, length:] = past
+        first = max(shift, 0)  # the columns that the queries see only in part
+        cols[b, first:length, 3] = np.arange(first - shift, n_q, dtype=np.int32)
+        if left is not None:  # rows j - s + left + 1 and down, where that is above n_q
+            lo, hi = min(sinks, length), max(min(sinks, length), length - left - 1)
+            cols[b, lo:hi, 0] = np.clip(np.arange(lo - shift + left + 1, hi - shift + left + 1), 0, n_q)
     return IntervalMask(cols[:, None], n_q)
 
 
