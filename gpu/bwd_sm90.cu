@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr,
     const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
     const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
   using namespace sm90_bwd;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
   using Mma = Wgmma<T>;
@@ -149,8 +149,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     setmaxnreg_dec<PRODUCER_REGS>();
     const Where at = where();
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
-    load_tile_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh + key0 * k_sn, k_sn, n_k - key0, tid);
-    load_tile_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh + key0 * v_sn, v_sn, n_k - key0, tid);
+    load_rows_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0}, n_k - key0,
+                                          tid);
+    load_rows_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0}, n_k - key0,
+                                          tid);
     cp_async_commit();
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
     int head = -1, group = 0, m_block = 0, step = 0, n_steps = 0;
@@ -175,6 +177,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       fence_proxy_async();
       mbarrier_arrive(barrier(bar));
     };
+    __shared__ int row_table[2 * BM];  // producer_rows of the query steps
     int pending = KV_FULL;
 #pragma unroll 1
     for (int i = 0;; ++i) {
@@ -184,10 +187,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       if (have) {
         const int h = h_first + head;
         const int row0 = m_block * TILE_M + step * BM;
-        load_tile_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn,
+        const int* rows = producer_rows<BM>(row_table, stage, perm, row0, n_q - row0, tid);
+        load_rows_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh, TableRows{rows, row0, q_sn},
                                           n_q - row0, tid);
-        load_tile_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn,
-                                          n_q - row0, tid);
+        load_rows_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh,
+                                          TableRows{rows, row0, do_sn}, n_q - row0, tid);
         // rows are padded to whole query blocks (+inf, 0), so the BM values need no bound
         const long long values = (long long)(b * heads + h) * n_q_pad + row0;
         if (tid < BM / 4) {
@@ -351,10 +355,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
   store_fragments_sw128<TILE_N, T>(sdK, acc_dk, tile_key, lane, scale, scale);
   store_fragments_sw128<TILE_N, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
   named_barrier_sync(1 + consumer, 128);
-  store_rows_sw128<TILE_N, D>(dk + b * dk_sb + kv_head * dk_sh, [&](int r) { return (key0 + r) * dk_sn; }, sdK,
-                              64 * consumer, n_k - key0, ctid);
-  store_rows_sw128<TILE_N, D>(dv + b * dv_sb + kv_head * dv_sh, [&](int r) { return (key0 + r) * dv_sn; }, sdV,
-                              64 * consumer, n_k - key0, ctid);
+  store_rows_sw128<TILE_N, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, 64 * consumer,
+                              n_k - key0, ctid);
+  store_rows_sw128<TILE_N, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, 64 * consumer,
+                              n_k - key0, ctid);
 }
 
 template <typename T, int D, int MASK>
@@ -370,7 +374,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
   using namespace sm90_bwd;
   using namespace kv_stages;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -404,11 +408,12 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
   if (warpgroup == 0) {
     setmaxnreg_dec<DQ_PRODUCER_REGS>();
     const int kv_head = h / heads_per_kv;
-    load_tile_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn, n_q - row0, tid);
-    load_tile_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn, n_q - row0, tid);
+    load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, TokenRows{perm, q_sn, row0}, n_q - row0, tid);
+    load_rows_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh, TokenRows{perm, do_sn, row0}, n_q - row0,
+                                          tid);
     cp_async_commit();
     produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
-                                 v_sn, col_idx + e_begin, n_entries, n_k, tid);
+                                 v_sn, perm, col_idx + e_begin, n_entries, n_k, tid);
     return;
   }
 
@@ -516,7 +521,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
   unsigned char* sdQ = smem + (sQ - smem_raw);
   store_fragments_sw128<TILE_M, T>(sdQ, acc_dq, tile_row + g_lane, lane, scale, scale);
   named_barrier_sync(1 + consumer, 128);
-  store_rows_sw128<TILE_M, D>(dq + b * dq_sb + h * dq_sh, [&](int r) { return (row0 + r) * dq_sn; }, sdQ,
+  store_rows_sw128<TILE_M, D>(dq + b * dq_sb + h * dq_sh, TokenRows{perm, dq_sn, row0}, sdQ,
                               64 * consumer, n_q - row0, ctid);
 }
 

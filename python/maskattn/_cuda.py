@@ -149,7 +149,7 @@ _PLAN_ARRAYS = {
     "row_ptr": np.int64, "col_idx": np.int32, "kind": np.uint8, "payload_idx": np.int32,
     "col_ptr": np.int64, "row_idx": np.int32, "bwd_kind": np.uint8, "bwd_payload_idx": np.int32,
     "bit_pool": np.uint32, "intervals": np.int32, "interval_minmax": np.int32,
-    "m_order": np.int32, "n_order": np.int32,
+    "m_order": np.int32, "n_order": np.int32, "perm": np.int32,
 }
 
 
@@ -404,7 +404,8 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
         Any strides with the last dimension contiguous; base pointers and strides 16-byte aligned.
     plan : BlockMask
         Of shape (1 or B, 1 or H, n_q, n_k), compiled with ``tile_for(D, dtype)`` or the decode tile
-        ``tile_for(D, dtype, rows=...)``.
+        ``tile_for(D, dtype, rows=...)``. A graph plan's node order (``plan.perm``) is the kernels' to follow:
+        q, k, v, out and lse stay in the caller's order, the kernels gather and scatter rows through it.
     scale : float
         Positive score scale (usually D ** -0.5).
     out : cupy.ndarray (B, H, n_q, D), optional
@@ -511,7 +512,7 @@ class _ForwardLaunch:
             i32(H), i32(H // Hk), i32(pack), i32(self.num_splits), i32(n_q), i32(n_k),
             i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0), i32(plan.n_mblocks), i32(plan.n_nblocks),
             dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
-            dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+            dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
             np.float32(scale * math.log2(math.e)),
         )
         with q.device:
@@ -521,7 +522,7 @@ class _ForwardLaunch:
                 self.combine = _Launcher(
                     _combine_kernel(ctype, head_dim, self.device_id), ((rows + warps - 1) // warps, B * H // pack, 1),
                     (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
-                                               i32(n_q)))
+                                               i32(n_q), dp["perm"]))
 
     def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0):
         """Launch on ``stream`` over the arrays at these device addresses (the split partials only when

@@ -41,17 +41,17 @@ def bwd_config(head_dim: int, tile, deterministic: bool = True) -> dict:
     -------
     dict with
         ``bm``: query rows per step of the dK/dV kernel (it keeps dK and dV of its keys in registers; with atomics
-        and head dim 256 it also holds the dQ product and takes 32-row steps to stay within 255 registers);
+        and head dims from 128 it also holds the dQ product and takes 32-row steps to stay within 255 registers);
         ``dsplit``: warps that share 16 keys, splitting dK and dV by columns (head dims over 128);
         ``bn``: keys per step of the dQ kernel;
         ``dkdv_threads``, ``dq_threads``.
         Registers from ``nvcc -arch=sm_90 -Xptxas -v`` (deterministic dK/dV, atomic dK/dV, dQ), no spills in any
-        configuration: d=64: 194-198 / 199-202 / 167-176, d=128: 251-255 / 255 / 200-208, d=256: 255 / 238-240 /
+        configuration: d=64: 194-198 / 199-202 / 167-176, d=128: 248-255 / 225-240 / 202-207, d=256: 255 / 238-240 /
         241-244.
     """
     tile_m, tile_n = tile
     dsplit = 2 if head_dim > 128 else 1
-    bm = 32 if (not deterministic and head_dim > 192) else 64
+    bm = 32 if (not deterministic and head_dim >= 128) else 64
     bn = min(tile_n, 32 if head_dim > 192 else 64)
     if tile_m % bm or tile_n % 16 or tile_n % bn:
         raise ValueError(f"tile {tile} does not split into the backward's steps (bm={bm}, bn={bn})")
@@ -238,7 +238,7 @@ class _BackwardLaunch:
             kernel, _ = kernels["pre"]
             # arrays: do, out, lse, lse_log2, delta
             self.pre = _cuda._Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 5, (
-                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad)))
+                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad), dp["perm"]))
             kernel, smem = kernels["dkdv"]
             # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta
             self.dkdv = _cuda._Launcher(
@@ -247,7 +247,7 @@ class _BackwardLaunch:
                  i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                  group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                  dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"],
-                 dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+                 dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                  scale_log2, f32(scale)))
             if deterministic:
                 kernel, smem = kernels["dq"]
@@ -258,7 +258,7 @@ class _BackwardLaunch:
                      i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                      group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                      dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
-                     dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+                     dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                      scale_log2, f32(scale)))
             else:
                 kernel, _ = kernels["convert"]
@@ -266,7 +266,7 @@ class _BackwardLaunch:
                 # arrays: dq_accum, dq
                 self.convert = _cuda._Launcher(
                     kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 2,
-                    (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale)))
+                    (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale), dp["perm"]))
         self.plan = plan  # its device arrays must outlive the launchers
 
     def __call__(self, stream: int, do: int, q: int, k: int, v: int, out: int, lse: int, dq: int, dk: int, dv: int,
