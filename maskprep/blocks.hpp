@@ -180,4 +180,21 @@ inline BlockList transpose(const BlockList& fwd, int64_t groups, int64_t rows, i
   return bwd;
 }
 
+// Rows of each group by descending length, equal lengths in ascending row order (a stable counting sort): the
+// order in which the kernels start their CTAs, heaviest first. ptr as in BlockList; order is [groups, rows].
+inline void order_by_length(const int64_t* ptr, int64_t groups, int64_t rows, int32_t* order) {
+  std::vector<int64_t> start;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t* p = ptr + g * (rows + 1);
+    int64_t longest = 0;
+    for (int64_t r = 0; r < rows; ++r) longest = std::max(longest, p[r + 1] - p[r]);
+    // bucket longest - length: the longest rows first
+    start.assign(longest + 2, 0);
+    for (int64_t r = 0; r < rows; ++r) ++start[longest - (p[r + 1] - p[r]) + 1];
+    for (int64_t b = 0; b <= longest; ++b) start[b + 1] += start[b];
+    int32_t* o = order + g * rows;
+    for (int64_t r = 0; r < rows; ++r) o[start[longest - (p[r + 1] - p[r])]++] = static_cast<int32_t>(r);
+  }
+}
+
 }  // namespace maskprep

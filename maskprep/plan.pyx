@@ -2,7 +2,8 @@
 """maskprep.plan: compile masks into block lists (the arrays behind maskattn.BlockMask).
 
 Each ``def`` validates and normalises its inputs, releases the GIL and calls a C++ worker from the
-headers beside this file. They return plain dicts of NumPy arrays; ``maskattn.plan`` assembles them.
+headers beside this file. The plan compilers return :class:`PlanArrays`: every array of the plan written in place
+into one host buffer, which ``maskattn.plan.BlockMask`` views and the CUDA backend uploads in one copy.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
@@ -21,6 +22,7 @@ cdef extern from "blocks.hpp" namespace "maskprep" nogil:
     int64_t tile_words(int64_t tile_m, int64_t tile_n)
     vector[uint32_t] dedup_tiles(const vector[uint32_t]& bits, int64_t words, vector[int32_t]& payload) except +
     BlockList transpose(const BlockList& fwd, int64_t groups, int64_t rows, int64_t cols) except +
+    void order_by_length(const int64_t* ptr, int64_t groups, int64_t rows, int32_t* order)
 
 
 cdef extern from "dense_bits.hpp" namespace "maskprep" nogil:
@@ -38,9 +40,62 @@ cdef extern from "intervals.hpp" namespace "maskprep" nogil:
     void interval_runs(const int32_t* iv, int64_t groups, int64_t n_q, int64_t n_k, int64_t tile_m,
                        int64_t tile_n, IntervalRuns& out) except +
     void interval_counts(const IntervalRuns& r, int64_t* fwd_ptr, int64_t* bwd_ptr) except +
-    int64_t partial_entries(const IntervalRuns& r)
+    void count_entries(const IntervalRuns& r, int64_t& listed, int64_t& partial)
     void interval_fill(const IntervalRuns& r, const int64_t* fwd_ptr, int32_t* col_idx, uint8_t* fwd_kind,
                        const int64_t* bwd_ptr, int32_t* row_idx, uint8_t* bwd_kind, int threads) except +
+
+
+# The arrays of a plan (BlockMask's attribute names) and their dtypes.
+PLAN_ARRAYS = {
+    "row_ptr": np.dtype(np.int64), "col_idx": np.dtype(np.int32), "kind": np.dtype(np.uint8),
+    "payload_idx": np.dtype(np.int32), "col_ptr": np.dtype(np.int64), "row_idx": np.dtype(np.int32),
+    "bwd_kind": np.dtype(np.uint8), "bwd_payload_idx": np.dtype(np.int32), "bit_pool": np.dtype(np.uint32),
+    "intervals": np.dtype(np.int32), "interval_minmax": np.dtype(np.int32), "m_order": np.dtype(np.int32),
+    "n_order": np.dtype(np.int32),
+}
+
+
+cdef class PlanArrays:
+    """The arrays of one plan in one host buffer, each at a 16-byte aligned offset. The compilers write them in
+    place, so the plan reaches a device in one copy of ``buffer``.
+
+    Attributes
+    ----------
+    buffer : ndarray of uint8
+    layout : dict
+        ``name -> (offset in bytes, shape, dtype)`` of each array the plan has (names and dtypes of
+        ``PLAN_ARRAYS``).
+    partial_count : int
+        PARTIAL entries (in each direction).
+    """
+    cdef readonly object buffer
+    cdef readonly dict layout
+    cdef readonly int64_t partial_count
+    cdef uint8_t* data
+
+    def __cinit__(self, dict shapes, int64_t partial_count):
+        cdef int64_t size = 0, nbytes
+        cdef tuple shape
+        self.layout = {}
+        for name, shape in shapes.items():
+            dtype = PLAN_ARRAYS[name]
+            nbytes = dtype.itemsize
+            for extent in shape:
+                nbytes *= <int64_t>extent
+            self.layout[name] = (size, shape, dtype)
+            size += (nbytes + 15) // 16 * 16
+        # every plan has a row_ptr of at least two offsets: the buffer is never empty
+        self.buffer = np.empty(size, np.uint8)
+        cdef uint8_t[::1] raw = self.buffer
+        self.data = &raw[0]
+        self.partial_count = partial_count
+
+    cdef void* at(self, str name) except NULL:
+        return self.data + <int64_t>self.layout[name][0]
+
+    cdef void put(self, str name, const void* data, size_t nbytes) except *:
+        if nbytes:
+            memcpy(self.at(name), data, nbytes)
 
 
 cdef object _copy(const void* data, size_t count, dtype):
@@ -51,13 +106,26 @@ cdef object _copy(const void* data, size_t count, dtype):
     return out
 
 
-cdef object _blocks(const BlockList& b, str ptr, str idx, str kind, str payload, int64_t groups, int64_t rows):
-    return {
-        ptr: _copy(b.ptr.data(), b.ptr.size(), np.int64).reshape(groups, rows + 1),
-        idx: _copy(b.idx.data(), b.idx.size(), np.int32),
-        kind: _copy(b.kind.data(), b.kind.size(), np.uint8),
-        payload: _copy(b.payload.data(), b.payload.size(), np.int32),
-    }
+cdef dict _block_shapes(const BlockList& b, str ptr, str idx, str kind, str payload, int64_t groups, int64_t rows):
+    return {ptr: (groups, rows + 1), idx: (b.idx.size(),), kind: (b.kind.size(),), payload: (b.payload.size(),)}
+
+
+cdef void _put_blocks(PlanArrays out, const BlockList& b, str ptr, str idx, str kind, str payload) except *:
+    out.put(ptr, b.ptr.data(), b.ptr.size() * sizeof(int64_t))
+    out.put(idx, b.idx.data(), b.idx.size() * sizeof(int32_t))
+    out.put(kind, b.kind.data(), b.kind.size() * sizeof(uint8_t))
+    out.put(payload, b.payload.data(), b.payload.size() * sizeof(int32_t))
+
+
+cdef void _put_orders(PlanArrays out, int64_t groups, int64_t rows, int64_t cols) except *:
+    """m_order and n_order from the plan's row_ptr and col_ptr."""
+    cdef const int64_t* row_ptr = <const int64_t*>out.at("row_ptr")
+    cdef const int64_t* col_ptr = <const int64_t*>out.at("col_ptr")
+    cdef int32_t* m_order = <int32_t*>out.at("m_order")
+    cdef int32_t* n_order = <int32_t*>out.at("n_order")
+    with nogil:
+        order_by_length(row_ptr, groups, rows, m_order)
+        order_by_length(col_ptr, groups, cols, n_order)
 
 
 cdef void _check_tile(int tile_m, int tile_n) except *:
@@ -66,9 +134,9 @@ cdef void _check_tile(int tile_m, int tile_n) except *:
             raise ValueError(f"{name} is {t}; tiles must be multiples of 16 from 16 to 256")
 
 
-cdef object _finish(BlockList& fwd, vector[uint32_t]& bits, int64_t groups, int64_t n_q, int64_t n_k,
-                    int tile_m, int tile_n):
-    """Deduplicates the PARTIAL tiles of a bit plan and adds the backward direction."""
+cdef PlanArrays _finish(BlockList& fwd, vector[uint32_t]& bits, int64_t groups, int64_t n_q, int64_t n_k,
+                        int tile_m, int tile_n):
+    """Deduplicates the PARTIAL tiles of a bit plan, adds the backward direction and lays the plan out."""
     cdef int64_t rows = (n_q + tile_m - 1) // tile_m
     cdef int64_t cols = (n_k + tile_n - 1) // tile_n
     cdef int64_t words = tile_words(tile_m, tile_n)
@@ -77,10 +145,14 @@ cdef object _finish(BlockList& fwd, vector[uint32_t]& bits, int64_t groups, int6
     with nogil:
         pool = dedup_tiles(bits, words, fwd.payload)
         bwd = transpose(fwd, groups, rows, cols)
-    out = _blocks(fwd, "row_ptr", "col_idx", "kind", "payload", groups, rows)
-    out.update(_blocks(bwd, "col_ptr", "row_idx", "bwd_kind", "bwd_payload", groups, cols))
-    out["bit_pool"] = _copy(pool.data(), pool.size(), np.uint32).reshape(-1, words)
-    out["partial_count"] = <int64_t>(bits.size() // words)
+    shapes = _block_shapes(fwd, "row_ptr", "col_idx", "kind", "payload_idx", groups, rows)
+    shapes.update(_block_shapes(bwd, "col_ptr", "row_idx", "bwd_kind", "bwd_payload_idx", groups, cols))
+    shapes.update(bit_pool=(<int64_t>pool.size() // words, words), m_order=(groups, rows), n_order=(groups, cols))
+    cdef PlanArrays out = PlanArrays(shapes, <int64_t>bits.size() // words)
+    _put_blocks(out, fwd, "row_ptr", "col_idx", "kind", "payload_idx")
+    _put_blocks(out, bwd, "col_ptr", "row_idx", "bwd_kind", "bwd_payload_idx")
+    out.put("bit_pool", pool.data(), pool.size() * sizeof(uint32_t))
+    _put_orders(out, groups, rows, cols)
     return out
 
 
@@ -108,9 +180,10 @@ def dense_plan(mask, int tile_m, int tile_n, int threads=1):
 
     Returns
     -------
-    dict of ndarray
-        ``row_ptr, col_idx, kind, payload`` (forward), ``col_ptr, row_idx, bwd_kind, bwd_payload``
-        (backward) and ``bit_pool`` (distinct PARTIAL tiles, ``tile_m * tile_n / 32`` words each).
+    PlanArrays
+        ``row_ptr, col_idx, kind, payload_idx`` (forward), ``col_ptr, row_idx, bwd_kind, bwd_payload_idx``
+        (backward), ``bit_pool`` (distinct PARTIAL tiles, ``tile_m * tile_n / 32`` words each), ``m_order`` and
+        ``n_order``.
     """
     _check_tile(tile_m, tile_n)
     cdef const uint8_t[:, :, ::1] m = _bool3d(mask)
@@ -135,16 +208,21 @@ def dense_tiles(mask, int tile_m, int tile_n, int threads=1):
     cdef vector[uint32_t] bits
     with nogil:
         classify_dense(&m[0, 0, 0], groups, n_q, n_k, tile_m, tile_n, threads, fwd, bits)
-    out = _blocks(fwd, "row_ptr", "col_idx", "kind", "payload", groups, (n_q + tile_m - 1) // tile_m)
-    out["bits"] = _copy(bits.data(), bits.size(), np.uint32).reshape(-1, tile_words(tile_m, tile_n))
-    return out
+    return {
+        "row_ptr": _copy(fwd.ptr.data(), fwd.ptr.size(), np.int64).reshape(groups, -1),
+        "col_idx": _copy(fwd.idx.data(), fwd.idx.size(), np.int32),
+        "kind": _copy(fwd.kind.data(), fwd.kind.size(), np.uint8),
+        "payload": _copy(fwd.payload.data(), fwd.payload.size(), np.int32),
+        "bits": _copy(bits.data(), bits.size(), np.uint32).reshape(-1, tile_words(tile_m, tile_n)),
+    }
 
 
 def finish_bits(blocks, int64_t n_q, int64_t n_k, int tile_m, int tile_n):
     """finish_bits(blocks, n_q, n_k, tile_m, tile_n)
 
     A whole bit plan from a forward block list with raw tiles (the dict of :func:`dense_tiles`, rows of all
-    groups): deduplicates the tiles and adds the backward direction. Returns the dict of :func:`dense_plan`.
+    groups): deduplicates the tiles and adds the backward direction. Returns the :class:`PlanArrays` of
+    :func:`dense_plan`.
     """
     _check_tile(tile_m, tile_n)
     cdef const int64_t[:, ::1] ptr = np.ascontiguousarray(blocks["row_ptr"], dtype=np.int64)
@@ -171,7 +249,7 @@ def csr_plan(indptr, indices, int64_t n_q, int64_t n_k, int tile_m, int tile_n, 
     Block lists and bit tiles of a sparse mask given in CSR form (one group): row i is true at the
     columns ``indices[indptr[i]:indptr[i + 1]]``. O(nnz + touched tiles).
 
-    Returns the same dict as :func:`dense_plan`.
+    Returns the same :class:`PlanArrays` as :func:`dense_plan`.
     """
     _check_tile(tile_m, tile_n)
     indptr = np.asarray(indptr)
@@ -201,10 +279,11 @@ def interval_plan(intervals, int64_t n_q, int tile_m, int tile_n, int threads=1)
 
     Returns
     -------
-    dict of ndarray
-        ``row_ptr, col_idx, kind`` and ``col_ptr, row_idx, bwd_kind`` as :func:`dense_plan` (no payload
-        indices: PARTIAL tiles are masked from the intervals), and ``minmax`` of shape (groups, key blocks, 8):
-        min and max of LTS, LTE, UTS, UTE over each key block's columns.
+    PlanArrays
+        ``row_ptr, col_idx, kind``, ``col_ptr, row_idx, bwd_kind``, ``m_order`` and ``n_order`` as
+        :func:`dense_plan` (no payload indices: PARTIAL tiles are masked from the intervals), ``intervals`` (a
+        copy of the input) and ``interval_minmax`` of shape (groups, key blocks, 8): min and max of LTS, LTE,
+        UTS, UTE over each key block's columns.
     """
     _check_tile(tile_m, tile_n)
     cdef const int32_t[:, :, ::1] iv = np.ascontiguousarray(intervals, dtype=np.int32)
@@ -212,31 +291,29 @@ def interval_plan(intervals, int64_t n_q, int tile_m, int tile_n, int threads=1)
     if iv.shape[2] != 4:
         raise ValueError(f"intervals must have shape (groups, n_k, 4); got {np.shape(intervals)}")
     cdef IntervalRuns runs
+    cdef int64_t nnz, partial
     with nogil:
         interval_runs(&iv[0, 0, 0], groups, n_q, n_k, tile_m, tile_n, runs)
-    row_ptr = np.empty((groups, runs.rows + 1), np.int64)
-    col_ptr = np.empty((groups, runs.cols + 1), np.int64)
-    cdef int64_t[:, ::1] fp = row_ptr
-    cdef int64_t[:, ::1] bp = col_ptr
+        count_entries(runs, nnz, partial)
+    cdef PlanArrays out = PlanArrays({
+        "row_ptr": (groups, runs.rows + 1), "col_idx": (nnz,), "kind": (nnz,),
+        "col_ptr": (groups, runs.cols + 1), "row_idx": (nnz,), "bwd_kind": (nnz,),
+        "intervals": (groups, n_k, 4), "interval_minmax": (groups, runs.cols, 8),
+        "m_order": (groups, runs.rows), "n_order": (groups, runs.cols),
+    }, partial)
+    cdef int64_t* fp = <int64_t*>out.at("row_ptr")
+    cdef int64_t* bp = <int64_t*>out.at("col_ptr")
+    cdef int32_t* ci = <int32_t*>out.at("col_idx")
+    cdef int32_t* ri = <int32_t*>out.at("row_idx")
+    cdef uint8_t* fk = <uint8_t*>out.at("kind")
+    cdef uint8_t* bk = <uint8_t*>out.at("bwd_kind")
     with nogil:
-        interval_counts(runs, &fp[0, 0], &bp[0, 0])
-    cdef int64_t nnz = bp[groups - 1, runs.cols]
-    col_idx = np.empty(nnz, np.int32)
-    row_idx = np.empty(nnz, np.int32)
-    kind = np.empty(nnz, np.uint8)
-    bwd_kind = np.empty(nnz, np.uint8)
-    cdef int32_t[::1] ci = col_idx
-    cdef int32_t[::1] ri = row_idx
-    cdef uint8_t[::1] fk = kind
-    cdef uint8_t[::1] bk = bwd_kind
-    if nnz:
-        with nogil:
-            interval_fill(runs, &fp[0, 0], &ci[0], &fk[0], &bp[0, 0], &ri[0], &bk[0], threads)
-    return {
-        "row_ptr": row_ptr, "col_idx": col_idx, "kind": kind, "partial_count": partial_entries(runs),
-        "col_ptr": col_ptr, "row_idx": row_idx, "bwd_kind": bwd_kind,
-        "minmax": _copy(runs.minmax.data(), runs.minmax.size(), np.int32).reshape(groups, runs.cols, 8),
-    }
+        interval_counts(runs, fp, bp)
+        interval_fill(runs, fp, ci, fk, bp, ri, bk, threads)
+    out.put("intervals", &iv[0, 0, 0], groups * n_k * 4 * sizeof(int32_t))
+    out.put("interval_minmax", runs.minmax.data(), runs.minmax.size() * sizeof(int32_t))
+    _put_orders(out, groups, runs.rows, runs.cols)
+    return out
 
 
 cdef void _normalize(const int32_t[:, ::1] se, int32_t[:, ::1] out, int64_t n_q, int64_t shift,

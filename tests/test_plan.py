@@ -1,5 +1,6 @@
 """Plan invariants on every mask family: the plan encodes exactly the spec's mask, FULL tiles are all true,
-no listed tile is all false, and the backward CSR is the transpose of the forward."""
+no listed tile is all false, the backward CSR is the transpose of the forward, and every array lies in the plan's
+one buffer."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 
 import maskattn
 from maskattn import masks
-from maskattn.plan import FULL, PARTIAL
+from maskattn.plan import FULL, PARTIAL, PLAN_ARRAYS
 
 TILES = [(16, 16), (16, 48), (64, 32), (128, 128), (48, 80), (256, 16)]
 
@@ -36,6 +37,7 @@ def check_plan(spec, tile):
         any_true = padded.reshape(plan.n_mblocks, tile_m, plan.n_nblocks, tile_n).any(axis=(1, 3))
         assert np.array_equal(grid > 0, any_true)
     check_transpose(plan)
+    check_buffer(plan)
     return plan
 
 
@@ -64,6 +66,25 @@ def check_transpose(plan):
                     assert plan.bwd_payload_idx[e] == plan.payload_idx[f]
         pool = plan.bit_pool
         assert len({row.tobytes() for row in pool}) == pool.shape[0], "bit pool holds duplicate tiles"
+
+
+def check_buffer(plan):
+    for name in PLAN_ARRAYS:
+        a = getattr(plan, name)
+        assert (a is None) == (name not in plan.layout), name
+        if a is not None:
+            offset, shape, dtype = plan.layout[name]
+            assert (a.shape, a.dtype) == (shape, dtype), name
+            assert offset % 16 == 0 and a.ctypes.data == plan.buffer.ctypes.data + offset, name
+            assert not a.flags.writeable, name
+    spans = sorted((offset, offset + int(np.prod(shape)) * dtype.itemsize)
+                   for offset, shape, dtype in plan.layout.values())
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:])), "arrays overlap in the buffer"
+    assert spans[-1][1] <= plan.buffer.nbytes
+    # the kernels' work orders: numpy's stable argsort of descending row lengths, in each group
+    for order, ptr in ((plan.m_order, plan.row_ptr), (plan.n_order, plan.col_ptr)):
+        expected = np.argsort(-np.diff(ptr, axis=1), axis=1, kind="stable").astype(np.int32)
+        assert order.dtype == np.int32 and np.array_equal(order, expected)
 
 
 BUILDERS = {
@@ -139,6 +160,16 @@ def test_random_interval_plans(spec, tile):
 @given(dense_specs(), tiles)
 def test_random_dense_plans(spec, tile):
     check_plan(spec, tile)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_work_orders_on_random_plans(seed):
+    """Many groups, long rows and many equal lengths: the compiler's counting sort against numpy's argsort."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((2, 3, 700, 900)) < rng.uniform(0.001, 0.02)
+    check_buffer(maskattn.compile_mask(masks.from_dense(mask), (16, 16)))
+    lengths = rng.integers(1, 60, size=(2, 20)).tolist()
+    check_buffer(maskattn.compile_mask(masks.document(lengths, n=1200), (16, 32)))
 
 
 def test_dense_and_interval_paths_agree():

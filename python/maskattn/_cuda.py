@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from .plan import BlockMask
+from .plan import PLAN_ARRAYS, BlockMask
 
 __all__ = ["HEAD_DIMS", "DECODE_ROWS", "MAX_SPLITS", "tile_for", "device_plan", "num_splits_for", "forward",
            "forward_launch"]
@@ -145,20 +145,13 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     return _fwd_config(head_dim, _current_device() if device is None else int(device))[:2]
 
 
-_PLAN_ARRAYS = {
-    "row_ptr": np.int64, "col_idx": np.int32, "kind": np.uint8, "payload_idx": np.int32,
-    "col_ptr": np.int64, "row_idx": np.int32, "bwd_kind": np.uint8, "bwd_payload_idx": np.int32,
-    "bit_pool": np.uint32, "intervals": np.int32, "interval_minmax": np.int32,
-    "m_order": np.int32, "n_order": np.int32, "perm": np.int32,
-}
-
-
 def device_plan(plan: BlockMask) -> "DevicePlan":
     """The plan's arrays on the current device, uploaded once and cached on the plan by device id.
 
     Indexed by BlockMask attribute name (``row_ptr``, ``col_idx``, ``kind``, ``m_order``, ...) it gives CuPy arrays;
-    arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. All arrays travel in one host-to-device
-    copy into one device buffer (each 16-byte aligned): a copy per array would cost more than compiling the plan.
+    arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. The plan's arrays already lie in one host
+    buffer (``plan.buffer``, laid out by the compiler): it travels in one host-to-device copy, with nothing to repack.
+    A plan with a node order also gives ``perm`` (int32), copied after the buffer.
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
@@ -166,27 +159,22 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     device_id = cupy.cuda.Device().id
     cached = plan._device_cache.get(device_id)
     if cached is None:
-        hosts = {}
-        for name, dtype in _PLAN_ARRAYS.items():
-            a = getattr(plan, name)
-            if a is not None:
-                hosts[name] = np.ascontiguousarray(a, dtype=dtype)
-        offsets, size = {}, 0
-        for name, a in hosts.items():
-            offsets[name] = size
-            size += -(-a.nbytes // 16) * 16
-        staging = np.empty(max(size, 16), np.uint8)
-        for name, a in hosts.items():
-            staging[offsets[name]:offsets[name] + a.nbytes] = a.reshape(-1).view(np.uint8)
+        host, layout = plan.buffer, plan.layout
+        pieces = [host]
+        if plan.perm is not None:  # its size: the buffer's, a multiple of 16
+            pieces.append(np.ascontiguousarray(plan.perm, dtype=np.int32))
+            layout = {**layout, "perm": (host.nbytes, pieces[1].shape, pieces[1].dtype)}
         # on a stream of its own (its memory too), waited for: complete before a kernel on any stream reads it,
         # without waiting for the work already queued on the caller's stream
         with _upload_stream(device_id) as stream:
-            buffer = cupy.empty(staging.size, np.uint8)
-            cupy.cuda.runtime.memcpyAsync(buffer.data.ptr, staging.ctypes.data, staging.nbytes,
-                                          cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            buffer = cupy.empty(sum(x.nbytes for x in pieces), np.uint8)
+            at = buffer.data.ptr
+            for x in pieces:
+                cupy.cuda.runtime.memcpyAsync(at, x.ctypes.data, x.nbytes, cupy.cuda.runtime.memcpyHostToDevice,
+                                              stream.ptr)
+                at += x.nbytes
             stream.synchronize()
-        cached = plan._device_cache[device_id] = DevicePlan(
-            buffer, {name: (offsets[name], a.shape, a.dtype) for name, a in hosts.items()})
+        cached = plan._device_cache[device_id] = DevicePlan(buffer, layout)
     return cached
 
 
@@ -202,7 +190,7 @@ class DevicePlan:
         if view is None and name in self.layout:
             offset, shape, dtype = self.layout[name]
             view = self.views[name] = _cupy().ndarray(shape, dtype, memptr=self.buffer.data + offset)
-        elif name not in _PLAN_ARRAYS:
+        elif name not in PLAN_ARRAYS and name != "perm":
             raise KeyError(name)
         return view
 

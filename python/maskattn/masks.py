@@ -133,7 +133,7 @@ class IntervalMask(MaskSpec):
         B, H, n_q, n_k = self.shape
         groups = self.intervals.reshape(B * H, n_k, 4)
         blocks = _maskprep.interval_plan(groups, n_q, *tile, threads=threads)
-        return BlockMask(self.shape, tile, blocks, intervals=groups)
+        return BlockMask(self.shape, tile, blocks)
 
 
 def _columns(lower_start, lower_end, upper_start, upper_end, n_q) -> np.ndarray:

@@ -11,13 +11,15 @@ import os
 
 import numpy as np
 
+from ._maskprep.plan import PLAN_ARRAYS
+
 FULL, PARTIAL = 1, 2
 DEFAULT_TILE = (128, 128)
 
 
 def check_tile(tile) -> tuple[int, int]:
     try:
-        tile_m, tile_n = (int(t) for t in tile)
+        tile_m, tile_n = map(int, tile)
     except (TypeError, ValueError):
         raise TypeError(f"tile must be a pair (tile_m, tile_n); got {tile!r}") from None
     for name, t in (("tile_m", tile_m), ("tile_n", tile_n)):
@@ -65,30 +67,41 @@ class BlockMask:
         Graph plans: the plan is of the mask with rows and columns in this order.
     inverse_perm : int64 (n,) or None
         ``argsort(perm)``: taking rows of plan-order results at ``inverse_perm`` gives the caller's order.
+    m_order : int32 (G, n_mblocks)
+        Query blocks by descending number of entries, ties in ascending order (a stable sort): kernels start the
+        heaviest rows first.
+    n_order : int32 (G, n_nblocks)
+        Key blocks likewise, by their backward entries.
+    buffer : uint8 (read-only)
+        The plan's memory: every array above but ``perm`` and ``inverse_perm`` is a view of it, at the place
+        ``layout[name] = (offset, shape, dtype)`` says (16-byte aligned), so that a device copy is one transfer.
     """
 
-    def __init__(self, shape, tile, blocks: dict, *, intervals=None, perm=None):
-        self.shape = tuple(int(s) for s in shape)
-        self.tile = check_tile(tile)
-        self.row_ptr = blocks["row_ptr"]
-        self.col_idx = blocks["col_idx"]
-        self.kind = blocks["kind"]
-        self.col_ptr = blocks["col_ptr"]
-        self.row_idx = blocks["row_idx"]
-        self.bwd_kind = blocks["bwd_kind"]
-        self.intervals = intervals
-        self.interval_minmax = blocks.get("minmax")
+    def __init__(self, shape, tile, arrays, *, perm=None):
+        """``arrays``: the :class:`maskattn._maskprep.plan.PlanArrays` a maskprep compiler wrote (for a tile it
+        checked)."""
+        self.shape = tuple(map(int, shape))
+        self.tile = tuple(map(int, tile))
+        # a plan never changes: its device copies mirror the buffer
+        self.buffer, self.layout = arrays.buffer, arrays.layout
+        self.buffer.setflags(write=False)
         self.perm = perm
         self.inverse_perm = None if perm is None else np.argsort(perm)
-        bits = intervals is None
-        self.payload_idx = blocks["payload"] if bits else None
-        self.bwd_payload_idx = blocks["bwd_payload"] if bits else None
-        self.bit_pool = blocks["bit_pool"] if bits else None
-        if blocks["partial_count"] == 0:
+        if arrays.partial_count == 0:
             self.payload = "none"
         else:
-            self.payload = "bits" if bits else "intervals"
+            self.payload = "bits" if "bit_pool" in self.layout else "intervals"
         self._device_cache = {}
+
+    def __getattr__(self, name):
+        # The arrays of PLAN_ARRAYS, made on first use: a view costs a few tenths of a microsecond, and uploading a
+        # new plan needs none of them (its buffer travels whole).
+        if name not in PLAN_ARRAYS:
+            raise AttributeError(f"'BlockMask' object has no attribute {name!r}")
+        at = self.layout.get(name)
+        view = None if at is None else np.ndarray(at[1], at[2], self.buffer, at[0])
+        setattr(self, name, view)
+        return view
 
     # geometry -------------------------------------------------------------------------------------------
 
@@ -126,16 +139,6 @@ class BlockMask:
         """int64 (nnz,): the query block of each forward entry (entries of group g: ``row_ptr[g, 0]:row_ptr[g, -1]``)."""
         per_row = np.diff(self.row_ptr, axis=1).ravel()
         return np.repeat(np.tile(np.arange(self.n_mblocks), self.groups), per_row)
-
-    @functools.cached_property
-    def m_order(self) -> np.ndarray:
-        """int32 (G, n_mblocks): query blocks by descending work, for kernels that start the heaviest first."""
-        return np.argsort(-np.diff(self.row_ptr, axis=1), axis=1, kind="stable").astype(np.int32)
-
-    @functools.cached_property
-    def n_order(self) -> np.ndarray:
-        """int32 (G, n_nblocks): key blocks by descending work (backward)."""
-        return np.argsort(-np.diff(self.col_ptr, axis=1), axis=1, kind="stable").astype(np.int32)
 
     # tiles ----------------------------------------------------------------------------------------------
 
@@ -293,14 +296,14 @@ def compile_mask(spec, tile=None, *, threads: int | None = None) -> BlockMask:
     >>> plan.stats()["active_blocks"], plan.stats()["partial_blocks"]
     (10, 4)
     """
-    from .masks import MaskSpec
-
     if isinstance(spec, BlockMask):
         raise TypeError("compile_mask takes a mask spec; this is already a compiled BlockMask")
-    if not isinstance(spec, MaskSpec):
+    # the plan cache of every maskattn.masks.MaskSpec (not imported here: masks imports this module)
+    plans = getattr(spec, "_plans", None)
+    if plans is None:
         raise TypeError(f"compile_mask takes a mask spec from maskattn.masks; got {type(spec).__name__}")
     tile = check_tile(DEFAULT_TILE if tile is None else tile)
-    cached = spec._plans.get(tile)
+    cached = plans.get(tile)
     if cached is None:
-        cached = spec._plans[tile] = spec._compile(tile, default_threads() if threads is None else int(threads))
+        cached = plans[tile] = spec._compile(tile, default_threads() if threads is None else int(threads))
     return cached

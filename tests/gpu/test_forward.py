@@ -16,6 +16,7 @@ from families import reference_forward as _reference
 cp = require_gpu()
 
 from maskattn import _cuda, compile_mask, masks  # noqa: E402
+from maskattn.plan import PLAN_ARRAYS  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------- harness
 
@@ -114,11 +115,16 @@ def test_allocates_out_and_caches_plan(rng):
     _check(out, lse, ref_out, ref_lse, "float16")
     assert _cuda.device_plan(plan) is _cuda.device_plan(plan)
     arrays = _cuda.device_plan(plan)
-    for name in _cuda._PLAN_ARRAYS:  # one buffer, views at their offsets: every array round-trips
+    for name in PLAN_ARRAYS:  # one buffer, views at their offsets: every array round-trips
         host = getattr(plan, name)
         assert (arrays[name] is None) == (host is None), name
         if host is not None:
             assert np.array_equal(cp.asnumpy(arrays[name]), host), name
+    assert arrays["perm"] is None
+    graph_plan = compile_mask(masks.longformer(300, 20, dilation=2), tile=_cuda.tile_for(64, dtype))
+    graph = _cuda.device_plan(graph_plan)  # the node order travels after the compiler's buffer, as int32
+    assert graph["perm"].dtype == np.int32 and np.array_equal(cp.asnumpy(graph["perm"]), graph_plan.perm)
+    assert np.array_equal(cp.asnumpy(graph["col_idx"]), graph_plan.col_idx)
 
 
 def test_rejects_bad_inputs():
