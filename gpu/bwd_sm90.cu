@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       fence_proxy_async();
       mbarrier_arrive(barrier(bar));
     };
-    __shared__ int row_table[2 * BM];  // producer_rows of the query steps
+    int* row_table = reinterpret_cast<int*>(generic(bars + 96));  // producer_rows of the query steps (perm plans)
     int pending = KV_FULL;
 #pragma unroll 1
     for (int i = 0;; ++i) {
@@ -413,7 +413,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
                                           tid);
     cp_async_commit();
     produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
-                                 v_sn, perm, col_idx + e_begin, n_entries, n_k, tid);
+                                 v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)), col_idx + e_begin,
+                                 n_entries, n_k, tid);
     return;
   }
 

@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
                                           rows - row0, tid);
     cp_async_commit();
     produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
-                                 k_sn, v_sn, perm, col_idx + e_begin, n_entries, n_k, tid);
+                                 k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
+                                 col_idx + e_begin, n_entries, n_k, tid);
     return;
   }
 

@@ -133,6 +133,11 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
 // Named barrier of a producer warpgroup's 128 threads (the consumers of fwd_sm90.cu use 1 to 4).
 constexpr int PRODUCER_BARRIER = 5;
 
+// Shared memory of producer_rows' tables: launches over plans with a node order (perm) ask for this many bytes more
+// than the kernel's layout, and the table lies right after it. Plans without one launch without it: static shared
+// memory for the table slowed those launches of every Hopper kernel by about half (H100, 2026-11-22).
+constexpr int ROW_TABLE_BYTES = 2 * 128 * 4;
+
 // Row r of a tile that starts at row0 (rows s_n elements apart): in the caller's order from a table of the tile's
 // caller rows (producer_rows below), or row0 + r without a permutation (table null).
 struct TableRows {
@@ -148,11 +153,12 @@ struct TableRows {
 // producer warpgroup (tid < 128) is about to copy: one coalesced lookup per tile, not one dependent load per copied
 // chunk (that cost graph plans twice the kernel time). The first ROWS threads each fill one entry of slot `slot` of
 // `table` (two slots of ROWS ints, used in turn: a thread refills a slot only after every producer thread has
-// passed the barrier after the slot's previous tile, so has finished reading it). Null without a permutation.
+// passed the barrier after the slot's previous tile, so has finished reading it; `table` is the ROW_TABLE_BYTES
+// after the kernel's layout). Null without a permutation.
 template <int ROWS>
 __device__ __forceinline__ const int* producer_rows(int* table, int slot, const int* perm, int row0, int rows_valid,
                                                     int tid) {
-  static_assert(ROWS <= 128, "one entry per producer thread");
+  static_assert(ROWS <= 128 && 2 * ROWS * 4 <= ROW_TABLE_BYTES, "one entry per producer thread");
   if (perm == nullptr) return nullptr;
   int* rows = table + slot * ROWS;
   if (tid < ROWS) rows[tid] = tid < rows_valid ? __ldg(perm + row0 + tid) : 0;
@@ -187,11 +193,10 @@ __device__ __forceinline__ void kv_stages_init(unsigned bars) {
 // fence it for the async proxy and arrive on its barrier. A stage is refilled after its release.
 template <int TILE_N, int D, typename T>
 __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
-                                                  long long k_sn, long long v_sn, const int* perm,
+                                                  long long k_sn, long long v_sn, const int* perm, int* row_table,
                                                   const int* __restrict__ blocks, int n_entries, int n_k, int tid) {
   using namespace kv_stages;
   constexpr int TILE = TILE_N * D * 2;
-  __shared__ int row_table[2 * TILE_N];
   auto announce_previous = [&](int bar) {
     cp_async_wait<1>();
     fence_proxy_async();

@@ -254,9 +254,14 @@ def sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + 5 * 128 * head_dim * 2 + 128
 
 
-def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int):
-    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module)."""
-    smem = sm90_smem_bytes(head_dim)
+# ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
+# memory, for the producers' tables of rows (plans without one launch without it: it would slow them)
+ROW_TABLE_BYTES = 1024
+
+
+def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, row_table: bool = False):
+    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``row_table``: for a plan with a node order."""
+    smem = sm90_smem_bytes(head_dim) + (ROW_TABLE_BYTES if row_table else 0)
     kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode), smem, device_id)
     return kernel, smem, module
 
@@ -473,7 +478,8 @@ class _ForwardLaunch:
             config = _fwd_configs(head_dim, self.device_id)[tile]
             threads = config[2] * 32
             if _uses_sm90(head_dim, tile, self.device_id):
-                self.kernel, self.smem, _ = _sm90_kernel(ctype, head_dim, _MASK_MODES[plan.payload], self.device_id)
+                self.kernel, self.smem, _ = _sm90_kernel(ctype, head_dim, _MASK_MODES[plan.payload], self.device_id,
+                                                         plan.perm is not None)
                 threads = _SM90_THREADS
             else:
                 self.kernel, self.smem = _fwd_kernel(ctype, head_dim, config, _MASK_MODES[plan.payload],

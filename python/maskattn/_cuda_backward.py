@@ -110,9 +110,10 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
 
 @functools.lru_cache(maxsize=None)
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
-             device_id: int, sm90: bool = False):
+             device_id: int, sm90: bool = False, row_table: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
-    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function`."""
+    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function` (with
+    ``row_table``, for a plan with a node order, the producers' row tables: ``_cuda.ROW_TABLE_BYTES`` more)."""
     cupy = _cuda._cupy()
     src = _cuda._source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90)
@@ -124,7 +125,8 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
     kernels = {}
     if sm90:
-        smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)
+        more = _cuda.ROW_TABLE_BYTES if row_table else 0
+        smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim) + more, bwd_dq_sm90_smem_bytes(head_dim) + more
         kernels.update({key: (_cuda.sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
                         for key in from_sm90})
     for key, name in from_bwd.items():
@@ -222,7 +224,7 @@ class _BackwardLaunch:
                                  f"block; this device allows {limit}")
             cfg = bwd_config(head_dim, tile, deterministic)
             kernels = _kernels(ctype, head_dim, tile, _cuda._MASK_MODES[plan.payload], deterministic, device_id,
-                               sm90)
+                               sm90, plan.perm is not None)
             dp = _cuda.device_plan(plan)
             i32, i64, f32 = np.int32, np.int64, np.float32
             n_q_pad = plan.n_mblocks * tile[0]
