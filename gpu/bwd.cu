@@ -40,6 +40,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 #ifndef MASKATTN_BWD_BM
 #define MASKATTN_BWD_BM 64
 #endif
@@ -112,7 +115,7 @@ struct ColumnWalk {
   int m_block, step, steps;
 };
 
-template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BM, int DSPLIT, bool ATOMIC_DQ>
+template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BM, int DSPLIT, bool ATOMIC_DQ, bool PERM>
 __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, const float* __restrict__ lse_log2,
@@ -127,6 +130,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
     const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
     const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_M % BM == 0 && BM % 16 == 0 && TILE_N % 16 == 0, "steps of 16-row fragments");
   static_assert(D % (16 * DSPLIT) == 0 && D % 32 == 0, "head dim splits into 16-column fragments");
   using Ops = Dtype<T>;
@@ -424,7 +428,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
   }
 }
 
-template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BN>
+template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BN, bool PERM>
 __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
@@ -436,6 +440,7 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % BN == 0 && BN % 32 == 0 && D % 16 == 0, "key steps of whole bit words");
   using Ops = Dtype<T>;
   constexpr int THREADS = TILE_M * 2;  // one warp per 16 query rows
@@ -670,12 +675,14 @@ void* maskattn_bwd_instances[] = {
     reinterpret_cast<void*>(&maskattn::bwd_preprocess_kernel<maskattn::InstT, maskattn::INST_D>),
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
                                                        maskattn::INST_N, maskattn::MASKATTN_MASK, MASKATTN_BWD_BM,
-                                                       MASKATTN_BWD_DSPLIT, false>),
+                                                       MASKATTN_BWD_DSPLIT, false, MASKATTN_PERM>),
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
                                                        maskattn::INST_N, maskattn::MASKATTN_MASK,
-                                                       MASKATTN_BWD_BM_ATOMIC, MASKATTN_BWD_DSPLIT, true>),
+                                                       MASKATTN_BWD_BM_ATOMIC, MASKATTN_BWD_DSPLIT, true,
+                                                       MASKATTN_PERM>),
     reinterpret_cast<void*>(&maskattn::bwd_dq_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
-                                                     maskattn::INST_N, maskattn::MASKATTN_MASK, maskattn::INST_BN>),
+                                                     maskattn::INST_N, maskattn::MASKATTN_MASK, maskattn::INST_BN,
+                                                     MASKATTN_PERM>),
     reinterpret_cast<void*>(&maskattn::bwd_dq_convert_kernel<maskattn::InstT, maskattn::INST_D>),
 };
 #endif

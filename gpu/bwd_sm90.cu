@@ -49,6 +49,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 
 namespace maskattn {
 
@@ -86,7 +89,7 @@ template <int D>
 constexpr int BWD_DQ_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 6 * sm90_bwd::KV_BYTES<D> + 128;
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the dQ kernel's mbarriers fit the 128 bytes after the tiles");
 
-template <typename T, int D, int MASK>
+template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, const float* __restrict__ lse_log2,
@@ -101,6 +104,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
     const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
   using Mma = Wgmma<T>;
@@ -361,7 +365,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
                               n_k - key0, ctid);
 }
 
-template <typename T, int D, int MASK>
+template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
@@ -375,6 +379,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   using namespace kv_stages;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -533,8 +538,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
 // resource reports.
 void* maskattn_bwd_sm90_instances[] = {
     reinterpret_cast<void*>(
-        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>),
+        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
+                                        MASKATTN_PERM>),
     reinterpret_cast<void*>(
-        &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>),
+        &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
+                                      MASKATTN_PERM>),
 };
 #endif

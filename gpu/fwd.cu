@@ -42,6 +42,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 
 namespace maskattn {
 
@@ -50,7 +53,7 @@ namespace maskattn {
 template <int D, int MT>
 constexpr bool Q_IN_REGISTERS = MT == 1 && D <= 128;
 
-template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int MASK>
+template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int MASK, bool PERM>
 __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
     float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
@@ -64,6 +67,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % 16 == 0 && D % 16 == 0, "tile_n and the head dim are multiples of 16");
   static_assert(TILE_M % (16 * WARPS) == 0, "each warp owns a whole number of 16-row mma tiles");
   using Ops = Dtype<T>;
@@ -369,7 +373,7 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_instance = reinterpret_cast<void*>(
     &maskattn::fwd_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_TILE_M, MASKATTN_TILE_N,
-                          MASKATTN_WARPS, maskattn::MASKATTN_MASK>);
+                          MASKATTN_WARPS, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
 void* maskattn_combine_instance =
     reinterpret_cast<void*>(&maskattn::combine_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM>);
 #endif

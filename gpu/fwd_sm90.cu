@@ -31,6 +31,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 
 namespace maskattn {
 
@@ -54,7 +57,7 @@ static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes a
 template <int D>
 constexpr int SM90_SMEM_BYTES = sm90::ALIGN + 5 * sm90::TILE_BYTES<D> + 128;
 
-template <typename T, int D, int MASK>
+template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
     float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
@@ -68,6 +71,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -272,5 +276,5 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
 #ifdef MASKATTN_INSTANTIATE
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_sm90_instance = reinterpret_cast<void*>(
-    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>);
+    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
 #endif

@@ -207,13 +207,15 @@ def _source_dir():
         return path.parent
 
 
-def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str) -> str:
+def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: bool = False) -> str:
+    """perm: the instantiation for plans with a node order (the others compile without the row lookups)."""
     tile_m, tile_n, warps = config
-    return f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, maskattn::{mask_mode}>"
+    return (f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, maskattn::{mask_mode}, "
+            f"{str(perm).lower()}>")
 
 
-def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str) -> str:
-    return f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, maskattn::{mask_mode}>"
+def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False) -> str:
+    return f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, maskattn::{mask_mode}, {str(perm).lower()}>"
 
 
 def combine_kernel_name(ctype: str, head_dim: int) -> str:
@@ -226,8 +228,9 @@ def nvrtc_options(src) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int], mask_mode: str, device_id: int):
-    kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode))
+def _fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int], mask_mode: str, device_id: int,
+                perm: bool = False):
+    kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode, perm))
     smem = fwd_smem_bytes(head_dim, config[:2])
     if smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = smem
@@ -255,14 +258,15 @@ def sm90_smem_bytes(head_dim: int) -> int:
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
-# memory, for the producers' tables of rows (plans without one launch without it: it would slow them)
+# memory, for the producers' tables of rows
 ROW_TABLE_BYTES = 1024
 
 
-def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, row_table: bool = False):
-    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``row_table``: for a plan with a node order."""
-    smem = sm90_smem_bytes(head_dim) + (ROW_TABLE_BYTES if row_table else 0)
-    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode), smem, device_id)
+def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False):
+    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``perm``: for a plan with a node order."""
+    smem = sm90_smem_bytes(head_dim) + (ROW_TABLE_BYTES if perm else 0)
+    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm), smem,
+                                   device_id)
     return kernel, smem, module
 
 
@@ -483,7 +487,7 @@ class _ForwardLaunch:
                 threads = _SM90_THREADS
             else:
                 self.kernel, self.smem = _fwd_kernel(ctype, head_dim, config, _MASK_MODES[plan.payload],
-                                                     self.device_id)
+                                                     self.device_id, plan.perm is not None)
             ctas = plan.n_mblocks * B * (H // pack)
             if num_splits is None:
                 longest = 0 if plan.nnz == 0 else int(np.diff(plan.row_ptr, axis=-1).max())

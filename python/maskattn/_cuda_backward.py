@@ -88,21 +88,22 @@ def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
     return bool(deterministic) and _cuda._uses_sm90(head_dim, tuple(tile), device_id)
 
 
-def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False) -> dict:
+def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
+                 perm: bool = False) -> dict:
     """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV and dQ ones from
-    bwd_sm90.cu where ``sm90``."""
+    bwd_sm90.cu where ``sm90``; ``perm``: those for plans with a node order."""
     cfg = bwd_config(head_dim, tile, deterministic)
     T, D = f"maskattn::{ctype}", head_dim
-    mask = f"maskattn::{mask_mode}"
+    mask, p = f"maskattn::{mask_mode}", str(perm).lower()
     names = {
         "pre": f"maskattn::bwd_preprocess_kernel<{T}, {D}>",
-        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}>" if sm90 else
+        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
                  f"maskattn::bwd_dkdv_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bm']}, {cfg['dsplit']}, "
-                 f"{'false' if deterministic else 'true'}>"),
+                 f"{str(not deterministic).lower()}, {p}>"),
     }
     if deterministic:
-        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}>" if sm90 else
-                       f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}>")
+        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
+                       f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>")
     else:
         names["convert"] = f"maskattn::bwd_dq_convert_kernel<{T}, {D}>"
     return names
@@ -110,13 +111,14 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
 
 @functools.lru_cache(maxsize=None)
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
-             device_id: int, sm90: bool = False, row_table: bool = False):
+             device_id: int, sm90: bool = False, perm: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
     and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function` (with
-    ``row_table``, for a plan with a node order, the producers' row tables: ``_cuda.ROW_TABLE_BYTES`` more)."""
+    ``perm``, for a plan with a node order, the instantiations that follow it and the producers' row tables:
+    ``_cuda.ROW_TABLE_BYTES`` more)."""
     cupy = _cuda._cupy()
     src = _cuda._source_dir()
-    names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90)
+    names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
     from_sm90 = ("dkdv", "dq") if sm90 else ()
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=_cuda.nvrtc_options(src),
@@ -125,7 +127,7 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
     kernels = {}
     if sm90:
-        more = _cuda.ROW_TABLE_BYTES if row_table else 0
+        more = _cuda.ROW_TABLE_BYTES if perm else 0
         smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim) + more, bwd_dq_sm90_smem_bytes(head_dim) + more
         kernels.update({key: (_cuda.sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
                         for key in from_sm90})
