@@ -40,11 +40,14 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 #ifndef MASKATTN_BWD_BM
 #define MASKATTN_BWD_BM 64
 #endif
 #ifndef MASKATTN_BWD_BM_ATOMIC
-#define MASKATTN_BWD_BM_ATOMIC (MASKATTN_HEAD_DIM > 192 ? 32 : MASKATTN_BWD_BM)
+#define MASKATTN_BWD_BM_ATOMIC (MASKATTN_HEAD_DIM >= 128 ? 32 : MASKATTN_BWD_BM)
 #endif
 #ifndef MASKATTN_BWD_DSPLIT
 #define MASKATTN_BWD_DSPLIT (MASKATTN_HEAD_DIM > 128 ? 2 : 1)
@@ -63,14 +66,17 @@ template <typename T, int D>
 __global__ void __launch_bounds__(PRE_THREADS) bwd_preprocess_kernel(
     const T* __restrict__ d_o, const T* __restrict__ o, const float* __restrict__ lse, float* __restrict__ lse_log2,
     float* __restrict__ delta, long long do_sb, long long do_sh, long long do_sn, long long o_sb, long long o_sh,
-    long long o_sn, long long lse_sb, long long lse_sh, long long lse_sn, int heads, int n_q, int n_q_pad) {
+    long long o_sn, long long lse_sb, long long lse_sh, long long lse_sn, int heads, int n_q, int n_q_pad,
+    const int* __restrict__ perm) {
   static_assert(D % 32 == 0, "four threads of 16-byte chunks per row");
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const int row = blockIdx.x * PRE_ROWS + threadIdx.x / 4, part = threadIdx.x % 4;
+  // lse_log2 and delta are in the plan's row order; do, o and lse in the caller's
+  const long long token = row < n_q ? caller_token(perm, row) : 0;
   float sum = 0.f;
   if (row < n_q) {
-    const T* gdO = d_o + b * do_sb + h * do_sh + row * do_sn;
-    const T* gO = o + b * o_sb + h * o_sh + row * o_sn;
+    const T* gdO = d_o + b * do_sb + h * do_sh + token * do_sn;
+    const T* gO = o + b * o_sb + h * o_sh + token * o_sn;
 #pragma unroll
     for (int i = 0; i < D / 32; ++i) {
       const int c = (part + 4 * i) * 8;
@@ -92,7 +98,7 @@ __global__ void __launch_bounds__(PRE_THREADS) bwd_preprocess_kernel(
     const long long at = (long long)bh * n_q_pad + row;
     float l = pos_inf();
     if (row < n_q) {
-      const float natural = lse[b * lse_sb + h * lse_sh + row * lse_sn];
+      const float natural = lse[b * lse_sb + h * lse_sh + token * lse_sn];
       l = natural == neg_inf() ? pos_inf() : natural * LOG2E;
     }
     lse_log2[at] = l;
@@ -109,7 +115,7 @@ struct ColumnWalk {
   int m_block, step, steps;
 };
 
-template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BM, int DSPLIT, bool ATOMIC_DQ>
+template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BM, int DSPLIT, bool ATOMIC_DQ, bool PERM>
 __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, const float* __restrict__ lse_log2,
@@ -123,7 +129,8 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr,
     const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
     const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_M % BM == 0 && BM % 16 == 0 && TILE_N % 16 == 0, "steps of 16-row fragments");
   static_assert(D % (16 * DSPLIT) == 0 && D % 32 == 0, "head dim splits into 16-column fragments");
   using Ops = Dtype<T>;
@@ -156,8 +163,8 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
   const int key = key0 + kgroup * 16 + g_lane;  // this thread's keys: key, key + 8
   const bool past_keys = key0 + TILE_N > n_k;
 
-  load_tile_async<TILE_N, D, THREADS>(sK, k + b * k_sb + kv_head * k_sh + key0 * k_sn, k_sn, n_k - key0, tid);
-  load_tile_async<TILE_N, D, THREADS>(sV, v + b * v_sb + kv_head * v_sh + key0 * v_sn, v_sn, n_k - key0, tid);
+  load_rows_async<TILE_N, D, THREADS>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0}, n_k - key0, tid);
+  load_rows_async<TILE_N, D, THREADS>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0}, n_k - key0, tid);
   cp_async_commit();
 
   auto advance = [&](ColumnWalk& w) -> bool {
@@ -179,10 +186,10 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
   auto load_step = [&](const ColumnWalk& w, int stage) {
     const int h = h_first + w.head;
     const int row0 = w.m_block * TILE_M + w.step * BM;
-    load_tile_async<BM, D, THREADS>(sQ + stage * BM * STRIDE, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn,
+    load_rows_async<BM, D, THREADS>(sQ + stage * BM * STRIDE, q + b * q_sb + h * q_sh, TokenRows{perm, q_sn, row0},
                                     n_q - row0, tid);
-    load_tile_async<BM, D, THREADS>(sdO + stage * BM * STRIDE, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn,
-                                    n_q - row0, tid);
+    load_rows_async<BM, D, THREADS>(sdO + stage * BM * STRIDE, d_o + b * do_sb + h * do_sh,
+                                    TokenRows{perm, do_sn, row0}, n_q - row0, tid);
     // rows are padded to whole query blocks (+inf, 0), so the BM values need no bound
     const long long at = (long long)(b * heads + h) * n_q_pad + row0;
     if (tid < BM / 4) {
@@ -412,15 +419,16 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
     const int r = idx / CHUNKS, c = idx % CHUNKS;
     const int key_r = key0 + kgroup * 16 + r;
     if (key_r < n_k) {
-      *reinterpret_cast<uint4*>(gdK + key_r * dk_sn + c * 8) =
+      const long long token = caller_token(perm, key_r);
+      *reinterpret_cast<uint4*>(gdK + token * dk_sn + c * 8) =
           *reinterpret_cast<const uint4*>(sdK + r * STRIDE + c * 8);
-      *reinterpret_cast<uint4*>(gdV + key_r * dv_sn + c * 8) =
+      *reinterpret_cast<uint4*>(gdV + token * dv_sn + c * 8) =
           *reinterpret_cast<const uint4*>(sdV + r * STRIDE + c * 8);
     }
   }
 }
 
-template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BN>
+template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BN, bool PERM>
 __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
@@ -431,7 +439,8 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % BN == 0 && BN % 32 == 0 && D % 16 == 0, "key steps of whole bit words");
   using Ops = Dtype<T>;
   constexpr int THREADS = TILE_M * 2;  // one warp per 16 query rows
@@ -463,8 +472,9 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
   const long long e_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
   const long long e_end = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1];
 
-  load_tile_async<TILE_M, D, THREADS>(sQ, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn, n_q - row0, tid);
-  load_tile_async<TILE_M, D, THREADS>(sdO, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn, n_q - row0, tid);
+  load_rows_async<TILE_M, D, THREADS>(sQ, q + b * q_sb + h * q_sh, TokenRows{perm, q_sn, row0}, n_q - row0, tid);
+  load_rows_async<TILE_M, D, THREADS>(sdO, d_o + b * do_sb + h * do_sh, TokenRows{perm, do_sn, row0}, n_q - row0,
+                                      tid);
   cp_async_commit();
 
   // the thread's rows warp_row0 + g_lane (+ 8); rows are padded to whole query blocks
@@ -479,8 +489,8 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
   auto ksteps = [&](int nb) { return min(KSTEPS, (n_k - nb * TILE_N + BN - 1) / BN); };
   auto load_kv = [&](int nb, int ks, int stage) {
     const int key_lo = nb * TILE_N + ks * BN;
-    load_tile_async<BN, D, THREADS>(sK + stage * KV_ELEMS, gK + key_lo * k_sn, k_sn, n_k - key_lo, tid);
-    load_tile_async<BN, D, THREADS>(sV + stage * KV_ELEMS, gV + key_lo * v_sn, v_sn, n_k - key_lo, tid);
+    load_rows_async<BN, D, THREADS>(sK + stage * KV_ELEMS, gK, TokenRows{perm, k_sn, key_lo}, n_k - key_lo, tid);
+    load_rows_async<BN, D, THREADS>(sV + stage * KV_ELEMS, gV, TokenRows{perm, v_sn, key_lo}, n_k - key_lo, tid);
   };
   if (e < e_end) load_kv(n_block, 0, 0);
   cp_async_commit();
@@ -623,7 +633,7 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
     const int idx = lane + 32 * i;
     const int r = idx / CHUNKS, c = idx % CHUNKS;
     if (warp_row0 + r < n_q) {
-      *reinterpret_cast<uint4*>(gdQ + (warp_row0 + r) * dq_sn + c * 8) =
+      *reinterpret_cast<uint4*>(gdQ + caller_token(perm, warp_row0 + r) * dq_sn + c * 8) =
           *reinterpret_cast<const uint4*>(sdQ + r * STRIDE + c * 8);
     }
   }
@@ -635,7 +645,7 @@ constexpr int CONVERT_THREADS = 256;
 template <typename T, int D>
 __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(
     const float* __restrict__ dq_accum, T* __restrict__ dq, long long dq_sb, long long dq_sh, long long dq_sn,
-    int heads, int n_q, int n_q_pad, float scale) {
+    int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
   using Ops = Dtype<T>;
   constexpr int CHUNKS = D / 8;
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
@@ -649,7 +659,7 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(
   packed.y = Ops::pack(x.z * scale, x.w * scale);
   packed.z = Ops::pack(y.x * scale, y.y * scale);
   packed.w = Ops::pack(y.z * scale, y.w * scale);
-  *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + row * dq_sn + c * 8) = packed;
+  *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + caller_token(perm, row) * dq_sn + c * 8) = packed;
 }
 
 }  // namespace maskattn
@@ -665,12 +675,14 @@ void* maskattn_bwd_instances[] = {
     reinterpret_cast<void*>(&maskattn::bwd_preprocess_kernel<maskattn::InstT, maskattn::INST_D>),
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
                                                        maskattn::INST_N, maskattn::MASKATTN_MASK, MASKATTN_BWD_BM,
-                                                       MASKATTN_BWD_DSPLIT, false>),
+                                                       MASKATTN_BWD_DSPLIT, false, MASKATTN_PERM>),
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
                                                        maskattn::INST_N, maskattn::MASKATTN_MASK,
-                                                       MASKATTN_BWD_BM_ATOMIC, MASKATTN_BWD_DSPLIT, true>),
+                                                       MASKATTN_BWD_BM_ATOMIC, MASKATTN_BWD_DSPLIT, true,
+                                                       MASKATTN_PERM>),
     reinterpret_cast<void*>(&maskattn::bwd_dq_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
-                                                     maskattn::INST_N, maskattn::MASKATTN_MASK, maskattn::INST_BN>),
+                                                     maskattn::INST_N, maskattn::MASKATTN_MASK, maskattn::INST_BN,
+                                                     MASKATTN_PERM>),
     reinterpret_cast<void*>(&maskattn::bwd_dq_convert_kernel<maskattn::InstT, maskattn::INST_D>),
 };
 #endif

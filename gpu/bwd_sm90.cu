@@ -49,6 +49,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 
 namespace maskattn {
 
@@ -86,7 +89,7 @@ template <int D>
 constexpr int BWD_DQ_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 6 * sm90_bwd::KV_BYTES<D> + 128;
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the dQ kernel's mbarriers fit the 128 bytes after the tiles");
 
-template <typename T, int D, int MASK>
+template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, const float* __restrict__ lse_log2,
@@ -100,7 +103,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr,
     const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
     const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
   using Mma = Wgmma<T>;
@@ -149,8 +153,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
     setmaxnreg_dec<PRODUCER_REGS>();
     const Where at = where();
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
-    load_tile_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh + key0 * k_sn, k_sn, n_k - key0, tid);
-    load_tile_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh + key0 * v_sn, v_sn, n_k - key0, tid);
+    load_rows_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0}, n_k - key0,
+                                          tid);
+    load_rows_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0}, n_k - key0,
+                                          tid);
     cp_async_commit();
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
     int head = -1, group = 0, m_block = 0, step = 0, n_steps = 0;
@@ -175,6 +181,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       fence_proxy_async();
       mbarrier_arrive(barrier(bar));
     };
+    int* row_table = reinterpret_cast<int*>(generic(bars + 96));  // producer_rows of the query steps (perm plans)
     int pending = KV_FULL;
 #pragma unroll 1
     for (int i = 0;; ++i) {
@@ -184,10 +191,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       if (have) {
         const int h = h_first + head;
         const int row0 = m_block * TILE_M + step * BM;
-        load_tile_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn,
+        const int* rows = producer_rows<BM>(row_table, stage, perm, row0, n_q - row0, tid);
+        load_rows_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh, TableRows{rows, row0, q_sn},
                                           n_q - row0, tid);
-        load_tile_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn,
-                                          n_q - row0, tid);
+        load_rows_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh,
+                                          TableRows{rows, row0, do_sn}, n_q - row0, tid);
         // rows are padded to whole query blocks (+inf, 0), so the BM values need no bound
         const long long values = (long long)(b * heads + h) * n_q_pad + row0;
         if (tid < BM / 4) {
@@ -351,13 +359,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
   store_fragments_sw128<TILE_N, T>(sdK, acc_dk, tile_key, lane, scale, scale);
   store_fragments_sw128<TILE_N, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
   named_barrier_sync(1 + consumer, 128);
-  store_rows_sw128<TILE_N, D>(dk + b * dk_sb + kv_head * dk_sh, [&](int r) { return (key0 + r) * dk_sn; }, sdK,
-                              64 * consumer, n_k - key0, ctid);
-  store_rows_sw128<TILE_N, D>(dv + b * dv_sb + kv_head * dv_sh, [&](int r) { return (key0 + r) * dv_sn; }, sdV,
-                              64 * consumer, n_k - key0, ctid);
+  store_rows_sw128<TILE_N, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, 64 * consumer,
+                              n_k - key0, ctid);
+  store_rows_sw128<TILE_N, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, 64 * consumer,
+                              n_k - key0, ctid);
 }
 
-template <typename T, int D, int MASK>
+template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
     T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
@@ -370,7 +378,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2, float scale) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   using namespace kv_stages;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -404,11 +413,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
   if (warpgroup == 0) {
     setmaxnreg_dec<DQ_PRODUCER_REGS>();
     const int kv_head = h / heads_per_kv;
-    load_tile_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh + row0 * q_sn, q_sn, n_q - row0, tid);
-    load_tile_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh + row0 * do_sn, do_sn, n_q - row0, tid);
+    load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, TokenRows{perm, q_sn, row0}, n_q - row0, tid);
+    load_rows_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh, TokenRows{perm, do_sn, row0}, n_q - row0,
+                                          tid);
     cp_async_commit();
     produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
-                                 v_sn, col_idx + e_begin, n_entries, n_k, tid);
+                                 v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)), col_idx + e_begin,
+                                 n_entries, n_k, tid);
     return;
   }
 
@@ -516,7 +527,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
   unsigned char* sdQ = smem + (sQ - smem_raw);
   store_fragments_sw128<TILE_M, T>(sdQ, acc_dq, tile_row + g_lane, lane, scale, scale);
   named_barrier_sync(1 + consumer, 128);
-  store_rows_sw128<TILE_M, D>(dq + b * dq_sb + h * dq_sh, [&](int r) { return (row0 + r) * dq_sn; }, sdQ,
+  store_rows_sw128<TILE_M, D>(dq + b * dq_sb + h * dq_sh, TokenRows{perm, dq_sn, row0}, sdQ,
                               64 * consumer, n_q - row0, ctid);
 }
 
@@ -527,8 +538,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
 // resource reports.
 void* maskattn_bwd_sm90_instances[] = {
     reinterpret_cast<void*>(
-        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>),
+        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
+                                        MASKATTN_PERM>),
     reinterpret_cast<void*>(
-        &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>),
+        &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
+                                      MASKATTN_PERM>),
 };
 #endif

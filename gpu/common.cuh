@@ -98,15 +98,30 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
                : "r"(addr));
 }
 
-// GQA packing (fwd.cu, fwd_sm90.cu): where row p of a packed CTA lives, token p / pack of query head
-// h0 + p % pack, from the strides of heads and tokens.
+// A graph plan computes in its node order: token t of the plan is row perm[t] of the caller's arrays (perm null: the
+// caller's order is the plan's). The kernels gather and scatter rows through it, so no permuted copy is made.
+__device__ __forceinline__ long long caller_token(const int* perm, int t) {
+  return perm == nullptr ? t : __ldg(perm + t);
+}
+
+// Where row p of a CTA's rows lives, in elements past its (batch, head) slice, from the strides of heads and tokens:
+// with GQA packing (fwd.cu, fwd_sm90.cu) row p is token p / pack of query head h0 + p % pack; pack is 1 elsewhere.
 struct PackedRows {
   int pack;
   long long s_h, s_n;
+  const int* perm;
   __device__ __forceinline__ long long operator()(int p) const {
     // pack == 1 (no packing) skips the integer division
-    return pack == 1 ? p * s_n : (long long)(p % pack) * s_h + (long long)(p / pack) * s_n;
+    return pack == 1 ? caller_token(perm, p) * s_n : (p % pack) * s_h + caller_token(perm, p / pack) * s_n;
   }
+};
+
+// Row r of a tile that starts at token row0 of one head, in elements past the head's slice (no packing).
+struct TokenRows {
+  const int* perm;
+  long long s_n;
+  int row0;
+  __device__ __forceinline__ long long operator()(int r) const { return caller_token(perm, row0 + r) * s_n; }
 };
 
 // Shared-memory tiles hold rows of D elements padded to D + 8: an odd number of 16-byte chunks per row, so the
@@ -133,13 +148,6 @@ __device__ __forceinline__ void load_rows_async(T* s_tile, const T* g_tile, RowO
       cp_async_16(s_base + (r * SMEM_STRIDE<D> + c * 8) * 2, src, valid);
     }
   }
-}
-
-// The common case: rows row_stride elements apart.
-template <int ROWS, int D, int THREADS, typename T>
-__device__ __forceinline__ void load_tile_async(T* s_tile, const T* g_tile, long long row_stride, int rows_valid,
-                                                int tid) {
-  load_rows_async<ROWS, D, THREADS>(s_tile, g_tile, [row_stride](int r) { return r * row_stride; }, rows_valid, tid);
 }
 
 }  // namespace maskattn

@@ -42,6 +42,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 
 namespace maskattn {
 
@@ -50,7 +53,7 @@ namespace maskattn {
 template <int D, int MT>
 constexpr bool Q_IN_REGISTERS = MT == 1 && D <= 128;
 
-template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int MASK>
+template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int MASK, bool PERM>
 __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
     float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
@@ -63,7 +66,8 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % 16 == 0 && D % 16 == 0, "tile_n and the head dim are multiples of 16");
   static_assert(TILE_M % (16 * WARPS) == 0, "each warp owns a whole number of 16-row mma tiles");
   using Ops = Dtype<T>;
@@ -103,12 +107,12 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const long long e_end = row_begin + row_len * (blockIdx.z + 1) / num_splits;
 
   auto load_kv = [&](int n_block, int stage) {
-    const int rows_valid = n_k - n_block * TILE_N;
-    load_tile_async<TILE_N, D, THREADS>(sK + stage * TILE_ELEMS, gK + n_block * TILE_N * k_sn, k_sn, rows_valid, tid);
-    load_tile_async<TILE_N, D, THREADS>(sV + stage * TILE_ELEMS, gV + n_block * TILE_N * v_sn, v_sn, rows_valid, tid);
+    const int key0 = n_block * TILE_N;
+    load_rows_async<TILE_N, D, THREADS>(sK + stage * TILE_ELEMS, gK, TokenRows{perm, k_sn, key0}, n_k - key0, tid);
+    load_rows_async<TILE_N, D, THREADS>(sV + stage * TILE_ELEMS, gV, TokenRows{perm, v_sn, key0}, n_k - key0, tid);
   };
 
-  const PackedRows q_rows{pack, q_sh, q_sn};
+  const PackedRows q_rows{pack, q_sh, q_sn, perm};
   load_rows_async<TILE_M, D, THREADS>(sQ, gQ, [&](int r) { return q_rows(row0 + r); }, rows - row0, tid);
   int n_block = e_begin < e_end ? col_idx[e_begin] : 0;
   if (e_begin < e_end) load_kv(n_block, 0);
@@ -275,7 +279,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
         }
         if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
       } else if (t_lane == 0) {
-        lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1}(r)] = row_lse[half];
+        lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = row_lse[half];
       }
     }
     if (num_splits > 1) continue;
@@ -290,7 +294,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   if (num_splits > 1) return;
   __syncwarp();
   T* gO = o + b * o_sb + h * o_sh;
-  const PackedRows o_rows{pack, o_sh, o_sn};
+  const PackedRows o_rows{pack, o_sh, o_sn, perm};
   constexpr int CHUNKS = D / 8;
 #pragma unroll
   for (int i = 0; i < WARP_ROWS * CHUNKS / 32; ++i) {
@@ -312,7 +316,8 @@ constexpr int MAX_SPLITS = 32;  // one split per lane
 template <typename T, int D>
 __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
     const float* __restrict__ o_part, const float* __restrict__ lse_part, T* __restrict__ o, float* __restrict__ lse,
-    long long o_sb, long long o_sh, long long o_sn, int heads, int pack, int num_splits, int n_q) {
+    long long o_sb, long long o_sh, long long o_sn, int heads, int pack, int num_splits, int n_q,
+    const int* __restrict__ perm) {
   static_assert(MAX_SPLITS == 32, "each lane of the row's warp reads one split's LSE");
   using Ops = Dtype<T>;
   const int lane = threadIdx.x % 32;
@@ -334,10 +339,10 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   w = sum > 0.f ? w / sum : 0.f;
   if (lane == 0) {
-    lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1}(r)] = sum > 0.f ? mx + logf(sum) : neg_inf();
+    lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = sum > 0.f ? mx + logf(sum) : neg_inf();
   }
 
-  T* out = o + b * o_sb + h * o_sh + PackedRows{pack, o_sh, o_sn}(r);
+  T* out = o + b * o_sb + h * o_sh + PackedRows{pack, o_sh, o_sn, perm}(r);
   // every lane runs every step (the shuffles read all 32 lanes' weights); lanes past D only skip loads and stores
 #pragma unroll
   for (int c0 = 0; c0 < D; c0 += 128) {
@@ -368,7 +373,7 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_instance = reinterpret_cast<void*>(
     &maskattn::fwd_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_TILE_M, MASKATTN_TILE_N,
-                          MASKATTN_WARPS, maskattn::MASKATTN_MASK>);
+                          MASKATTN_WARPS, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
 void* maskattn_combine_instance =
     reinterpret_cast<void*>(&maskattn::combine_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM>);
 #endif

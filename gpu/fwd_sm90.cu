@@ -31,6 +31,9 @@
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
+#ifndef MASKATTN_PERM
+#define MASKATTN_PERM false
+#endif
 
 namespace maskattn {
 
@@ -54,7 +57,7 @@ static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes a
 template <int D>
 constexpr int SM90_SMEM_BYTES = sm90::ALIGN + 5 * sm90::TILE_BYTES<D> + 128;
 
-template <typename T, int D, int MASK>
+template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
     float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
@@ -67,7 +70,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
     int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
     const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
     const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, float scale_log2) {
+    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
+  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -103,12 +107,13 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
   if (warpgroup == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
     const int kv_head = h / heads_per_kv;
-    const PackedRows q_rows{pack, q_sh, q_sn};
+    const PackedRows q_rows{pack, q_sh, q_sn, perm};
     load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
                                           rows - row0, tid);
     cp_async_commit();
-    produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
-                                 v_sn, col_idx + e_begin, n_entries, n_k, tid);
+    produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
+                                 k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
+                                 col_idx + e_begin, n_entries, n_k, tid);
     return;
   }
 
@@ -254,14 +259,14 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
       }
       if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
     } else if (t_lane == 0) {
-      lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1}(r)] = row_lse[half];
+      lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = row_lse[half];
     }
   }
   if (num_splits > 1) return;
   unsigned char* sO = smem + (sQ - smem_raw);
   store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
   named_barrier_sync(1 + consumer, 128);
-  const PackedRows o_rows{pack, o_sh, o_sn};
+  const PackedRows o_rows{pack, o_sh, o_sn, perm};
   store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(row0 + r); }, sO, 64 * consumer,
                               rows - row0, ctid);
 }
@@ -271,5 +276,5 @@ __global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
 #ifdef MASKATTN_INSTANTIATE
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_sm90_instance = reinterpret_cast<void*>(
-    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK>);
+    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
 #endif

@@ -130,12 +130,40 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
   }
 }
 
-// The common case: rows row_stride elements apart.
-template <int ROWS, int D, int THREADS, typename T>
-__device__ __forceinline__ void load_tile_sw128_async(unsigned s_tile, const T* g_tile, long long row_stride,
-                                                      int rows_valid, int tid) {
-  load_rows_sw128_async<ROWS, D, THREADS>(s_tile, g_tile, [row_stride](int r) { return r * row_stride; },
-                                          rows_valid, tid);
+// Named barrier of a producer warpgroup's 128 threads (the consumers of fwd_sm90.cu use 1 to 4).
+constexpr int PRODUCER_BARRIER = 5;
+
+// Shared memory of producer_rows' tables: launches over plans with a node order (perm) ask for this many bytes more
+// than the kernel's layout, and the table lies right after it. Plans without one launch without it: static shared
+// memory for the table slowed those launches of every Hopper kernel by about half (H100, 2026-11-22).
+constexpr int ROW_TABLE_BYTES = 2 * 128 * 4;
+
+// Row r of a tile that starts at row0 (rows s_n elements apart): in the caller's order from a table of the tile's
+// caller rows (producer_rows below), or row0 + r without a permutation (table null).
+struct TableRows {
+  const int* table;
+  int row0;
+  long long s_n;
+  __device__ __forceinline__ long long operator()(int r) const {
+    return (table == nullptr ? (long long)(row0 + r) : (long long)table[r]) * s_n;
+  }
+};
+
+// The caller rows (common.cuh's caller_token) of rows [row0, row0 + ROWS) of the plan's order, for a tile the
+// producer warpgroup (tid < 128) is about to copy: one coalesced lookup per tile, not one dependent load per copied
+// chunk (that cost graph plans twice the kernel time). The first ROWS threads each fill one entry of slot `slot` of
+// `table` (two slots of ROWS ints, used in turn: a thread refills a slot only after every producer thread has
+// passed the barrier after the slot's previous tile, so has finished reading it; `table` is the ROW_TABLE_BYTES
+// after the kernel's layout). Null without a permutation.
+template <int ROWS>
+__device__ __forceinline__ const int* producer_rows(int* table, int slot, const int* perm, int row0, int rows_valid,
+                                                    int tid) {
+  static_assert(ROWS <= 128 && 2 * ROWS * 4 <= ROW_TABLE_BYTES, "one entry per producer thread");
+  if (perm == nullptr) return nullptr;
+  int* rows = table + slot * ROWS;
+  if (tid < ROWS) rows[tid] = tid < rows_valid ? __ldg(perm + row0 + tid) : 0;
+  named_barrier_sync(PRODUCER_BARRIER, 128);
+  return rows;
 }
 
 // The key-block pipeline of the query-major kernels (fwd_sm90.cu, bwd_sm90.cu's dQ): a producer warpgroup copies
@@ -159,13 +187,14 @@ __device__ __forceinline__ void kv_stages_init(unsigned bars) {
 }
 
 // The producer warpgroup (tid < 128), after committing the query side's cp.async group: key blocks
-// blocks[0 .. n_entries) of gK and gV (rows k_sn and v_sn elements apart; keys >= n_k zero-filled). Each tile is
+// blocks[0 .. n_entries) of gK and gV (rows k_sn and v_sn elements apart, in the plan's order through perm, looked
+// up once per key block by producer_rows; keys >= n_k zero-filled). Each tile is
 // one cp.async group; once a group has landed (waited one group behind, so two are in flight) the copying threads
 // fence it for the async proxy and arrive on its barrier. A stage is refilled after its release.
 template <int TILE_N, int D, typename T>
 __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
-                                                  long long k_sn, long long v_sn, const int* __restrict__ blocks,
-                                                  int n_entries, int n_k, int tid) {
+                                                  long long k_sn, long long v_sn, const int* perm, int* row_table,
+                                                  const int* __restrict__ blocks, int n_entries, int n_k, int tid) {
   using namespace kv_stages;
   constexpr int TILE = TILE_N * D * 2;
   auto announce_previous = [&](int bar) {
@@ -179,13 +208,14 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
     const int n_block = blocks[i];
     const int stage = i & 1;
     const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
-    const int rows_valid = n_k - n_block * TILE_N;
+    const int key0 = n_block * TILE_N;
     if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
-    load_tile_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK + n_block * TILE_N * k_sn, k_sn, rows_valid, tid);
+    const int* rows = producer_rows<TILE_N>(row_table, stage, perm, key0, n_k - key0, tid);
+    load_rows_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK, TableRows{rows, key0, k_sn}, n_k - key0, tid);
     cp_async_commit();
     announce_previous(pending);
     if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
-    load_tile_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV + n_block * TILE_N * v_sn, v_sn, rows_valid, tid);
+    load_rows_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV, TableRows{rows, key0, v_sn}, n_k - key0, tid);
     cp_async_commit();
     announce_previous(K_FULL + stage);
     pending = V_FULL + stage;

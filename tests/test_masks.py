@@ -122,6 +122,27 @@ def test_longformer(window, g, d):
     assert np.array_equal(dense2d(spec), brute(n, n, visible))
 
 
+@pytest.mark.parametrize("n,window,g,d", [(1000, 64, 8, 2), (777, 100, 0, 3), (300, 40, 5, 3), (50, 5, 49, 2),
+                                          (4096, 256, 16, 2)])
+@pytest.mark.parametrize("tile", [(128, 128), (64, 64), (16, 32)])
+def test_dilated_longformer_plans_in_residue_order(n, window, g, d, tile):
+    """The plan is the mask in residue order (global tokens, then each class a band): exactly the caller's mask,
+    rows and columns taken in perm order, on no more tiles than the natural order's band, and on far fewer once
+    the sequence is long."""
+    from maskattn import compile_mask
+
+    spec = masks.longformer(n, window, global_tokens=g, dilation=d)
+    tokens = spec.perm[g:]
+    assert np.array_equal(spec.perm[:g], np.arange(g)) and np.all(np.diff(tokens % d) >= 0)
+    plan = compile_mask(spec, tile)
+    dense = dense2d(spec)
+    assert plan.perm is spec.perm
+    assert np.array_equal(plan.to_dense()[0, 0], dense[spec.perm][:, spec.perm])
+    natural = compile_mask(masks.from_dense(dense), tile)
+    assert plan.nnz <= natural.nnz
+    assert n < 4096 or plan.nnz < 0.8 * natural.nnz
+
+
 @pytest.mark.parametrize("tile", [(128, 128), (64, 64), (128, 64), (96, 96), (16, 32)])
 def test_cell_constant_predicate_gives_the_elementwise_plan(tile):
     """bigbird declares its predicate constant on its blocks: evaluated once per cell and repeated (tiles that are

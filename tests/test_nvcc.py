@@ -42,7 +42,12 @@ _SM90 = [
     for dtype, d, mask in itertools.product(("half_t", "bf16_t"), (64, 128),
                                             ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
-CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER, "bwd.cu": _BWD_MAIN, "fwd_sm90.cu": _SM90, "bwd_sm90.cu": _SM90}
+# the instantiations for plans with a node order (MASKATTN_PERM): one main configuration each
+_PERM = [({**_FWD_MAIN[-1][0], "MASKATTN_PERM": "true"}, True)]
+_BWD_PERM = [({**_BWD_MAIN[-1][0], "MASKATTN_PERM": "true"}, True)]
+_SM90_PERM = [({**_SM90[-1][0], "MASKATTN_PERM": "true"}, True)]
+CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM, "fwd_sm90.cu": _SM90 + _SM90_PERM,
+           "bwd_sm90.cu": _SM90 + _SM90_PERM}
 
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 

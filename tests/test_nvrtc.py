@@ -73,14 +73,17 @@ def _builds():
     options = (*_cuda.nvrtc_options(GPU_DIR), "-ftz=true")
     training = _cuda._FWD_CONFIGS[128][0]
     yield "fwd.cu", [_cuda.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS"),
+                     _cuda.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS", perm=True),
                      _cuda.fwd_kernel_name("half_t", 64, _cuda._DECODE_CONFIG, "MASK_INTERVALS"),
                      _cuda.combine_kernel_name("half_t", 96)], (*options, "-arch=sm_90")
-    yield "fwd_sm90.cu", [_cuda.sm90_kernel_name("bf16_t", 128, "MASK_INTERVALS")], (*options, "-arch=sm_90a")
-    for deterministic in (True, False):
-        names = _cuda_backward.kernel_names("half_t", 64, (128, 128), "MASK_BITS", deterministic)
+    yield "fwd_sm90.cu", [_cuda.sm90_kernel_name("bf16_t", 128, "MASK_INTERVALS", perm) for perm in (False, True)], (
+        *options, "-arch=sm_90a")
+    for deterministic, perm in ((True, False), (False, False), (True, True)):
+        names = _cuda_backward.kernel_names("half_t", 64, (128, 128), "MASK_BITS", deterministic, perm=perm)
         yield "bwd.cu", list(names.values()), (*options, "-arch=sm_80")
-    sm90 = _cuda_backward.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True)
-    yield "bwd_sm90.cu", [sm90["dkdv"], sm90["dq"]], (*options, "-arch=sm_90a")
+    for perm in (False, True):
+        sm90 = _cuda_backward.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True, perm=perm)
+        yield "bwd_sm90.cu", [sm90["dkdv"], sm90["dq"]], (*options, "-arch=sm_90a")
     yield "classify.cu", [], ("-std=c++17", "-arch=sm_90")  # extern "C": looked up by its plain name
 
 

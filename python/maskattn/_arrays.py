@@ -156,7 +156,7 @@ def ingest(**arrays):
 
 class CupyIO:
     """What a prepared CUDA call does to the caller's arrays, for CuPy arrays: their signature (what a prepared call
-    depends on besides the data), device addresses, allocations like them, the stream to launch on, gathers."""
+    depends on besides the data), device addresses, allocations like them, the stream to launch on."""
 
     def __init__(self):
         self.cupy = cupy_or_none()
@@ -173,13 +173,6 @@ class CupyIO:
 
     def stream(self, like) -> int:
         return self.cupy.cuda.get_current_stream().ptr
-
-    def index(self, values, like):
-        with like.device:
-            return self.cupy.asarray(values)
-
-    def take(self, x, axis, index):
-        return self.cupy.take(x, index, axis=axis)
 
     def view(self, x):
         """A CuPy view for the launch checks (shapes, strides, dtype, device, pointer)."""
@@ -207,12 +200,6 @@ class TorchIO(CupyIO):
 
     def stream(self, like) -> int:
         return self.torch.cuda.current_stream(like.device).cuda_stream
-
-    def index(self, values, like):
-        return self.torch.as_tensor(np.array(values), device=like.device)  # a copy: plans' arrays are read-only
-
-    def take(self, x, axis, index):
-        return x.index_select(axis, index)
 
     def view(self, x):
         view = _torch_view(self.cupy, x)

@@ -151,6 +151,7 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     Indexed by BlockMask attribute name (``row_ptr``, ``col_idx``, ``kind``, ``m_order``, ...) it gives CuPy arrays;
     arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. The plan's arrays already lie in one host
     buffer (``plan.buffer``, laid out by the compiler): it travels in one host-to-device copy, with nothing to repack.
+    A plan with a node order also gives ``perm`` (int32), copied after the buffer.
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
@@ -158,15 +159,22 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     device_id = cupy.cuda.Device().id
     cached = plan._device_cache.get(device_id)
     if cached is None:
-        host = plan.buffer
+        host, layout = plan.buffer, plan.layout
+        pieces = [host]
+        if plan.perm is not None:  # its size: the buffer's, a multiple of 16
+            pieces.append(np.ascontiguousarray(plan.perm, dtype=np.int32))
+            layout = {**layout, "perm": (host.nbytes, pieces[1].shape, pieces[1].dtype)}
         # on a stream of its own (its memory too), waited for: complete before a kernel on any stream reads it,
         # without waiting for the work already queued on the caller's stream
         with _upload_stream(device_id) as stream:
-            buffer = cupy.empty(host.size, np.uint8)
-            cupy.cuda.runtime.memcpyAsync(buffer.data.ptr, host.ctypes.data, host.nbytes,
-                                          cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            buffer = cupy.empty(sum(x.nbytes for x in pieces), np.uint8)
+            at = buffer.data.ptr
+            for x in pieces:
+                cupy.cuda.runtime.memcpyAsync(at, x.ctypes.data, x.nbytes, cupy.cuda.runtime.memcpyHostToDevice,
+                                              stream.ptr)
+                at += x.nbytes
             stream.synchronize()
-        cached = plan._device_cache[device_id] = DevicePlan(buffer, plan.layout)
+        cached = plan._device_cache[device_id] = DevicePlan(buffer, layout)
     return cached
 
 
@@ -182,7 +190,7 @@ class DevicePlan:
         if view is None and name in self.layout:
             offset, shape, dtype = self.layout[name]
             view = self.views[name] = _cupy().ndarray(shape, dtype, memptr=self.buffer.data + offset)
-        elif name not in PLAN_ARRAYS:
+        elif name not in PLAN_ARRAYS and name != "perm":
             raise KeyError(name)
         return view
 
@@ -199,13 +207,15 @@ def _source_dir():
         return path.parent
 
 
-def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str) -> str:
+def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: bool = False) -> str:
+    """perm: the instantiation for plans with a node order (the others compile without the row lookups)."""
     tile_m, tile_n, warps = config
-    return f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, maskattn::{mask_mode}>"
+    return (f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, maskattn::{mask_mode}, "
+            f"{str(perm).lower()}>")
 
 
-def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str) -> str:
-    return f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, maskattn::{mask_mode}>"
+def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False) -> str:
+    return f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, maskattn::{mask_mode}, {str(perm).lower()}>"
 
 
 def combine_kernel_name(ctype: str, head_dim: int) -> str:
@@ -218,8 +228,9 @@ def nvrtc_options(src) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int], mask_mode: str, device_id: int):
-    kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode))
+def _fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int], mask_mode: str, device_id: int,
+                perm: bool = False):
+    kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode, perm))
     smem = fwd_smem_bytes(head_dim, config[:2])
     if smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = smem
@@ -246,10 +257,16 @@ def sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + 5 * 128 * head_dim * 2 + 128
 
 
-def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int):
-    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module)."""
-    smem = sm90_smem_bytes(head_dim)
-    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode), smem, device_id)
+# ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
+# memory, for the producers' tables of rows
+ROW_TABLE_BYTES = 1024
+
+
+def _sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False):
+    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``perm``: for a plan with a node order."""
+    smem = sm90_smem_bytes(head_dim) + (ROW_TABLE_BYTES if perm else 0)
+    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm), smem,
+                                   device_id)
     return kernel, smem, module
 
 
@@ -384,7 +401,8 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
         Any strides with the last dimension contiguous; base pointers and strides 16-byte aligned.
     plan : BlockMask
         Of shape (1 or B, 1 or H, n_q, n_k), compiled with ``tile_for(D, dtype)`` or the decode tile
-        ``tile_for(D, dtype, rows=...)``.
+        ``tile_for(D, dtype, rows=...)``. A graph plan's node order (``plan.perm``) is the kernels' to follow:
+        q, k, v, out and lse stay in the caller's order, the kernels gather and scatter rows through it.
     scale : float
         Positive score scale (usually D ** -0.5).
     out : cupy.ndarray (B, H, n_q, D), optional
@@ -464,11 +482,12 @@ class _ForwardLaunch:
             config = _fwd_configs(head_dim, self.device_id)[tile]
             threads = config[2] * 32
             if _uses_sm90(head_dim, tile, self.device_id):
-                self.kernel, self.smem, _ = _sm90_kernel(ctype, head_dim, _MASK_MODES[plan.payload], self.device_id)
+                self.kernel, self.smem, _ = _sm90_kernel(ctype, head_dim, _MASK_MODES[plan.payload], self.device_id,
+                                                         plan.perm is not None)
                 threads = _SM90_THREADS
             else:
                 self.kernel, self.smem = _fwd_kernel(ctype, head_dim, config, _MASK_MODES[plan.payload],
-                                                     self.device_id)
+                                                     self.device_id, plan.perm is not None)
             ctas = plan.n_mblocks * B * (H // pack)
             if num_splits is None:
                 longest = 0 if plan.nnz == 0 else int(np.diff(plan.row_ptr, axis=-1).max())
@@ -491,7 +510,7 @@ class _ForwardLaunch:
             i32(H), i32(H // Hk), i32(pack), i32(self.num_splits), i32(n_q), i32(n_k),
             i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0), i32(plan.n_mblocks), i32(plan.n_nblocks),
             dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
-            dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+            dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
             np.float32(scale * math.log2(math.e)),
         )
         with q.device:
@@ -501,7 +520,7 @@ class _ForwardLaunch:
                 self.combine = _Launcher(
                     _combine_kernel(ctype, head_dim, self.device_id), ((rows + warps - 1) // warps, B * H // pack, 1),
                     (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
-                                               i32(n_q)))
+                                               i32(n_q), dp["perm"]))
 
     def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0):
         """Launch on ``stream`` over the arrays at these device addresses (the split partials only when

@@ -41,17 +41,17 @@ def bwd_config(head_dim: int, tile, deterministic: bool = True) -> dict:
     -------
     dict with
         ``bm``: query rows per step of the dK/dV kernel (it keeps dK and dV of its keys in registers; with atomics
-        and head dim 256 it also holds the dQ product and takes 32-row steps to stay within 255 registers);
+        and head dims from 128 it also holds the dQ product and takes 32-row steps to stay within 255 registers);
         ``dsplit``: warps that share 16 keys, splitting dK and dV by columns (head dims over 128);
         ``bn``: keys per step of the dQ kernel;
         ``dkdv_threads``, ``dq_threads``.
         Registers from ``nvcc -arch=sm_90 -Xptxas -v`` (deterministic dK/dV, atomic dK/dV, dQ), no spills in any
-        configuration: d=64: 194-198 / 199-202 / 167-176, d=128: 251-255 / 255 / 200-208, d=256: 255 / 238-240 /
+        configuration: d=64: 194-198 / 199-202 / 167-176, d=128: 248-255 / 225-240 / 202-207, d=256: 255 / 238-240 /
         241-244.
     """
     tile_m, tile_n = tile
     dsplit = 2 if head_dim > 128 else 1
-    bm = 32 if (not deterministic and head_dim > 192) else 64
+    bm = 32 if (not deterministic and head_dim >= 128) else 64
     bn = min(tile_n, 32 if head_dim > 192 else 64)
     if tile_m % bm or tile_n % 16 or tile_n % bn:
         raise ValueError(f"tile {tile} does not split into the backward's steps (bm={bm}, bn={bn})")
@@ -88,21 +88,22 @@ def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
     return bool(deterministic) and _cuda._uses_sm90(head_dim, tuple(tile), device_id)
 
 
-def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False) -> dict:
+def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
+                 perm: bool = False) -> dict:
     """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV and dQ ones from
-    bwd_sm90.cu where ``sm90``."""
+    bwd_sm90.cu where ``sm90``; ``perm``: those for plans with a node order."""
     cfg = bwd_config(head_dim, tile, deterministic)
     T, D = f"maskattn::{ctype}", head_dim
-    mask = f"maskattn::{mask_mode}"
+    mask, p = f"maskattn::{mask_mode}", str(perm).lower()
     names = {
         "pre": f"maskattn::bwd_preprocess_kernel<{T}, {D}>",
-        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}>" if sm90 else
+        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
                  f"maskattn::bwd_dkdv_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bm']}, {cfg['dsplit']}, "
-                 f"{'false' if deterministic else 'true'}>"),
+                 f"{str(not deterministic).lower()}, {p}>"),
     }
     if deterministic:
-        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}>" if sm90 else
-                       f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}>")
+        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
+                       f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>")
     else:
         names["convert"] = f"maskattn::bwd_dq_convert_kernel<{T}, {D}>"
     return names
@@ -110,12 +111,14 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
 
 @functools.lru_cache(maxsize=None)
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
-             device_id: int, sm90: bool = False):
+             device_id: int, sm90: bool = False, perm: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
-    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function`."""
+    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function` (with
+    ``perm``, for a plan with a node order, the instantiations that follow it and the producers' row tables:
+    ``_cuda.ROW_TABLE_BYTES`` more)."""
     cupy = _cuda._cupy()
     src = _cuda._source_dir()
-    names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90)
+    names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
     from_sm90 = ("dkdv", "dq") if sm90 else ()
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=_cuda.nvrtc_options(src),
@@ -124,7 +127,8 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
     kernels = {}
     if sm90:
-        smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)
+        more = _cuda.ROW_TABLE_BYTES if perm else 0
+        smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim) + more, bwd_dq_sm90_smem_bytes(head_dim) + more
         kernels.update({key: (_cuda.sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
                         for key in from_sm90})
     for key, name in from_bwd.items():
@@ -222,7 +226,7 @@ class _BackwardLaunch:
                                  f"block; this device allows {limit}")
             cfg = bwd_config(head_dim, tile, deterministic)
             kernels = _kernels(ctype, head_dim, tile, _cuda._MASK_MODES[plan.payload], deterministic, device_id,
-                               sm90)
+                               sm90, plan.perm is not None)
             dp = _cuda.device_plan(plan)
             i32, i64, f32 = np.int32, np.int64, np.float32
             n_q_pad = plan.n_mblocks * tile[0]
@@ -238,7 +242,7 @@ class _BackwardLaunch:
             kernel, _ = kernels["pre"]
             # arrays: do, out, lse, lse_log2, delta
             self.pre = _cuda._Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 5, (
-                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad)))
+                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad), dp["perm"]))
             kernel, smem = kernels["dkdv"]
             # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta
             self.dkdv = _cuda._Launcher(
@@ -247,7 +251,7 @@ class _BackwardLaunch:
                  i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                  group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                  dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"],
-                 dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+                 dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                  scale_log2, f32(scale)))
             if deterministic:
                 kernel, smem = kernels["dq"]
@@ -258,7 +262,7 @@ class _BackwardLaunch:
                      i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                      group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                      dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
-                     dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"],
+                     dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                      scale_log2, f32(scale)))
             else:
                 kernel, _ = kernels["convert"]
@@ -266,7 +270,7 @@ class _BackwardLaunch:
                 # arrays: dq_accum, dq
                 self.convert = _cuda._Launcher(
                     kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 2,
-                    (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale)))
+                    (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale), dp["perm"]))
         self.plan = plan  # its device arrays must outlive the launchers
 
     def __call__(self, stream: int, do: int, q: int, k: int, v: int, out: int, lse: int, dq: int, dk: int, dv: int,

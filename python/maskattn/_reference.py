@@ -3,9 +3,9 @@
 This module owns the reference arithmetic that the GPU kernels are tested against and that NumPy callers
 run: flash attention's online softmax over the tiles a :class:`~maskattn.plan.BlockMask` lists, and the
 matching backward. It never forms an ``n_q x n_k`` matrix: memory is O(n * tile) besides the inputs and
-outputs. Validation, layouts, graph permutations and dtype rules belong to ``maskattn.api``; here inputs are
-already in logical "bhnd" order (possibly strided views) and the plan is of the mask in the order the rows
-arrive.
+outputs. Validation, layouts and dtype rules belong to ``maskattn.api``; here inputs are already in logical
+"bhnd" order (possibly strided views). As in the CUDA kernels, arrays stay in the caller's row order: a graph
+plan's node order (``plan.perm``) is followed here, by taking rows into it and results back.
 
 The Python loops run over mask groups, query blocks and their tiles; every tile is computed for all the
 (batch, head) pairs that share its mask group at once (all heads when the mask has one head), with GQA
@@ -83,6 +83,11 @@ def _tile_scores(plan: BlockMask, g: int, m: int, entry, q_tile: np.ndarray, k_g
     return scores, cols
 
 
+def _reorder(index, *xs):
+    """The rows (axis 2) of each x taken in ``index`` order; the arrays themselves where index is None."""
+    return xs if index is None else tuple(np.take(x, index, axis=2) for x in xs)
+
+
 def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale: float):
     """Exact masked attention, ``softmax(scale * Q K^T + mask) V``, tile by tile over ``plan``.
 
@@ -92,7 +97,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
     k, v : (B, Hk, n_k, D) arrays of q's dtype, ``H % Hk == 0``
         Query head h reads KV head ``h // (H // Hk)``. Any strides.
     plan : BlockMask
-        ``plan.shape == (1 or B, 1 or H, n_q, n_k)``; its forward CSR lists the tiles visited.
+        ``plan.shape == (1 or B, 1 or H, n_q, n_k)``; its forward CSR lists the tiles visited (in its node order
+        ``plan.perm``, where it has one; the arrays stay in the caller's).
     scale : float
         Multiplies the scores before the softmax.
 
@@ -110,6 +116,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
     float64-accurate out). Arithmetic runs in the input dtype, float32 included, accumulating as the
     kernels do in float32.
     """
+    q, k, v = _reorder(plan.perm, q, k, v)
     Hk = k.shape[1]
     tile_m = plan.tile[0]
     out = np.zeros(q.shape, q.dtype)
@@ -139,7 +146,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
             safe_sum = np.where(seen, row_sum, 1)
             out5[sel][..., rows, :] = acc / safe_sum[..., None]
             lse5[sel][..., rows] = np.where(seen, row_max + np.log(safe_sum), -np.inf)
-    return out, lse
+    return _reorder(plan.inverse_perm, out, lse)
 
 
 def backward(do: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, lse: np.ndarray,
@@ -169,6 +176,7 @@ def backward(do: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: n
     dQ, dK and dV in the plan's fixed order, so results are deterministic. Rows that see no key and keys
     that no row sees get zero gradients. Arithmetic runs in the input dtype, float32 included.
     """
+    do, q, k, v, out, lse = _reorder(plan.perm, do, q, k, v, out, lse)
     Hk = k.shape[1]
     tile_m = plan.tile[0]
     dq = np.zeros(q.shape, q.dtype)
@@ -199,4 +207,4 @@ def backward(do: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: n
                 dk_group[..., cols, :] += (ds.swapaxes(-1, -2) @ q_tile).sum(axis=2, keepdims=True)
             dq5[sel][..., rows, :] = scale * dq_tile
     dk *= scale
-    return dq, dk, dv
+    return _reorder(plan.inverse_perm, dq, dk, dv)

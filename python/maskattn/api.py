@@ -1,7 +1,8 @@
 """The public attention calls: validate, pick the backend by where the arrays live, run, hand results back.
 
 NumPy (or CPU DLPack) inputs run on the exact reference backend; CuPy (or CUDA DLPack, e.g. torch) inputs run
-on the CUDA kernels. Layouts, GQA, graph permutations and mask compilation are handled here once for both.
+on the CUDA kernels. Layouts, GQA packing and mask compilation are handled here once for both; each backend
+follows a graph plan's node order itself (the arrays stay in the caller's order).
 """
 
 from __future__ import annotations
@@ -145,12 +146,6 @@ def _scale(scale, D) -> float:
     return scale
 
 
-def _permute(xp, index, *xs):
-    """The rows (axis 2 of bhnd arrays) of each x taken in ``index`` order: a plan's perm gathers inputs into plan
-    order, its inverse_perm takes results back to the caller's."""
-    return [xp.take(x, index, axis=2) for x in xs]
-
-
 def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False, check_finite=None,
               num_splits=None):
     """Exact softmax attention restricted to a mask: ``softmax(q k^T * scale + mask) v``.
@@ -219,12 +214,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
                             num_splits=num_splits, pack=pack)
         out, lse = _run_prepared(call, key, io, export, given, (q, k, v))
         return (out, lse) if return_lse else out
-    qb, kb, vb = (_bhnd(x, layout) for x in (q, k, v))
-    if plan.perm is not None:
-        qb, kb, vb = _permute(np, plan.perm, qb, kb, vb)
-    out, lse = backend.forward(qb, kb, vb, plan, _scale(scale, D))
-    if plan.perm is not None:
-        out, lse = _permute(np, plan.inverse_perm, out, lse)
+    out, lse = backend.forward(*(_bhnd(x, layout) for x in (q, k, v)), plan, _scale(scale, D))
     out = np.ascontiguousarray(_bhnd(out, layout))
     return (export(out), export(lse)) if return_lse else export(out)
 
@@ -261,24 +251,17 @@ def _run_prepared(call, key, io, export, given, views):
 
 
 class _PreparedCall:
-    """A CUDA call for one configuration of arguments, prepared on its first call: the plan, the graph permutation
-    (gathered on the device, indices made once) and the checked launch, built from the first arrays. A call
-    allocates its outputs like the inputs (torch in, torch out) and launches on the caller's current stream; it
-    returns None when a data pointer is off 16 bytes (the launch checks, on the full path, name it)."""
+    """A CUDA call for one configuration of arguments, prepared on its first call: the plan and the checked launch,
+    built from the first arrays (a graph plan's node order is the kernels' to follow: they gather and scatter rows
+    through it). A call allocates its outputs like the inputs (torch in, torch out) and launches on the caller's
+    current stream; it returns None when a data pointer is off 16 bytes (the launch checks, on the full path, name
+    it)."""
 
     def __init__(self, make_launch, io, mask, plan, layout, scale, **options):
         self.make_launch, self.io, self.plan, self.layout, self.scale = make_launch, io, plan, layout, scale
         self.options = options
         self.mask = mask  # alive while cached: the key names it by id
-        self.axis = 2 if layout == "bhnd" else 1  # the token axis of the caller's arrays
-        self.launch = self.perm = self.inverse = None
-
-    def permute(self, inverse, arrays, like):
-        """Rows of the caller's arrays (and (B, H, n) ones, axis 2) taken into plan order, or back (inverse)."""
-        if self.perm is None:
-            self.perm, self.inverse = (self.io.index(i, like) for i in (self.plan.perm, self.plan.inverse_perm))
-        index = self.inverse if inverse else self.perm
-        return [self.io.take(x, self.axis if x.ndim == 4 else 2, index) for x in arrays]
+        self.launch = None
 
     def prepare(self, inputs, outputs):
         """Build the launch from views of the first call's arrays (bhnd order; (B, H, n) arrays as they are)."""
@@ -296,8 +279,6 @@ class _ForwardCall(_PreparedCall):
 
     def __call__(self, q, k, v):
         io = self.io
-        if self.plan.perm is not None:
-            q, k, v = self.permute(False, (q, k, v), q)
         if not self.aligned((q, k, v)):
             return None
         out = io.empty(q.shape, q)
@@ -306,8 +287,6 @@ class _ForwardCall(_PreparedCall):
         lse = io.empty(self.launch.lse_shape, q, float32=True)
         parts = [io.empty(shape, q, float32=True) for shape in self.launch.part_shapes]
         self.launch(io.stream(q), *(io.address(x) for x in (q, k, v, out, lse, *parts)))
-        if self.plan.perm is not None:
-            out, lse = self.permute(True, (out, lse), q)
         return out, lse
 
 
@@ -316,8 +295,6 @@ class _BackwardCall(_PreparedCall):
 
     def __call__(self, do, q, k, v, out, lse):
         io = self.io
-        if self.plan.perm is not None:
-            do, q, k, v, out, lse = self.permute(False, (do, q, k, v, out, lse), q)
         if not self.aligned((do, q, k, v, out, lse)):
             return None
         grads = io.empty(q.shape, q), io.empty(k.shape, k), io.empty(k.shape, k)
@@ -325,8 +302,6 @@ class _BackwardCall(_PreparedCall):
             self.prepare((do, q, k, v, out, lse), grads)
         scratch = [io.empty(shape, q, float32=True) for shape in self.launch.scratch_shapes]
         self.launch(io.stream(q), *(io.address(x) for x in (do, q, k, v, out, lse, *grads, *scratch)))
-        if self.plan.perm is not None:
-            grads = self.permute(True, grads, q)
         return tuple(grads)
 
 
@@ -378,9 +353,5 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
                              deterministic=bool(deterministic))
         return _run_prepared(call, key, io, export, given, (do, q, k, v, out, lse))
     dob, qb, kb, vb, ob = (_bhnd(x, layout) for x in (do, q, k, v, out))
-    if plan.perm is not None:
-        dob, qb, kb, vb, ob, lse = _permute(np, plan.perm, dob, qb, kb, vb, ob, lse)
     dq, dk, dv = backend.backward(dob, qb, kb, vb, ob, lse, plan, _scale(scale, D), deterministic=deterministic)
-    if plan.perm is not None:
-        dq, dk, dv = _permute(np, plan.inverse_perm, dq, dk, dv)
     return tuple(export(np.ascontiguousarray(_bhnd(g, layout))) for g in (dq, dk, dv))

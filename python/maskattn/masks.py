@@ -482,13 +482,25 @@ class FunctionMask(MaskSpec):
     means every tile (cost O(n_q * n_k) at compile time). ``cell = (rows, cols)`` says the predicate is constant
     on cells of that size (a block pattern): where the tile is a multiple of it, the predicate is evaluated once
     per cell and the result repeated.
+
+    ``perm`` (square masks): the token order the plan is built in, as :class:`GraphMask`'s; ``mask_mod`` and
+    ``support`` then speak of positions in that order (position p is the caller's token ``perm[p]``), while
+    :meth:`to_dense` and attention keep the caller's order.
     """
 
-    def __init__(self, mask_mod: Callable, n_q: int, n_k: int, support: Callable | None = None, cell=None):
+    def __init__(self, mask_mod: Callable, n_q: int, n_k: int, support: Callable | None = None, cell=None,
+                 perm=None):
         super().__init__((1, 1, _positive_int("n_q", n_q), _positive_int("n_k", n_k)))
         self.mask_mod = mask_mod
         self.support = support
         self.cell = None if cell is None else (_positive_int("cell rows", cell[0]), _positive_int("cell cols", cell[1]))
+        if perm is not None:
+            perm = np.asarray(perm, dtype=np.int64)
+            if n_q != n_k or perm.shape != (n_q,) or not np.array_equal(np.sort(perm), np.arange(n_q)):
+                raise ValueError(f"perm must be a permutation of range({n_q}) of a square mask; got {perm.shape} "
+                                 f"for a {n_q} x {n_k} mask")
+            perm.setflags(write=False)
+        self.perm = perm
 
     def _eval(self, rows, cols):
         out = np.asarray(self.mask_mod(rows[:, None], cols[None, :]))
@@ -498,7 +510,11 @@ class FunctionMask(MaskSpec):
         return out
 
     def to_dense(self):
-        return self._eval(np.arange(self.n_q), np.arange(self.n_k))[None, None]
+        dense = self._eval(np.arange(self.n_q), np.arange(self.n_k))
+        if self.perm is not None:
+            order = np.argsort(self.perm)  # the caller's token i sits at position order[i]
+            dense = dense[order][:, order]
+        return dense[None, None]
 
     def _eval_strip(self, rows, cols, tile):
         """The predicate on rows x cols (a query-block strip and its support's key blocks): per cell and repeated
@@ -541,7 +557,7 @@ class FunctionMask(MaskSpec):
             "payload": np.concatenate(payload) if payload else np.empty(0, np.int32),
             "bits": np.concatenate(bits) if bits else np.empty((0, words), np.uint32),
         }
-        return BlockMask(self.shape, tile, _maskprep.finish_bits(raw, n_q, n_k, tile_m, tile_n))
+        return BlockMask(self.shape, tile, _maskprep.finish_bits(raw, n_q, n_k, tile_m, tile_n), perm=self.perm)
 
 
 def _band_support(n_q, n_k, lo, hi):
@@ -588,8 +604,13 @@ def from_function(mask_mod: Callable, n_q: int, n_k: int | None = None, *, suppo
 
 def longformer(n: int, window: int, *, global_tokens: int = 0, dilation: int = 1) -> MaskSpec:
     """Longformer: ``|i - j| <= window`` with ``(i - j) % dilation == 0``, plus global tokens (the first
-    ``global_tokens`` rows and columns attend and are attended everywhere). Intervals without dilation,
-    bits with it."""
+    ``global_tokens`` rows and columns attend and are attended everywhere). Intervals without dilation.
+
+    With dilation the plan is built in residue order: the global tokens first, then the others with
+    ``i = c (mod dilation)`` together, class by class, where each class sees a plain band of
+    ``window // dilation`` tokens either side. On long sequences that visits about ``1 / dilation`` of the tiles of
+    the natural order, most of them FULL; the kernels gather and scatter rows through the plan's ``perm``, so
+    callers keep their own order."""
     n = _positive_int("n", n)
     window = _positive_int("window", window, 0)
     g = _positive_int("global_tokens", global_tokens, 0)
@@ -603,20 +624,35 @@ def longformer(n: int, window: int, *, global_tokens: int = 0, dilation: int = 1
         upper_end = np.where(j < g, g, j - window)
         return _single(_columns(lower_start, n, upper_start, upper_end, n), n)
 
-    def mask_mod(i, j):
-        # i = j (mod dilation) on the row and column vectors: no modulo over the whole tile
-        return ((np.abs(i - j) <= window) & (i % dilation == j % dilation)) | (i < g) | (j < g)
+    perm = np.concatenate([np.arange(g)] + [np.arange(max(c, c + (g - c + dilation - 1) // dilation * dilation), n,
+                                                      dilation) for c in range(dilation)])
+    residue, step = perm % dilation, perm // dilation  # of the token at each position of that order
 
-    band = _band_support(n, n, -window, window)
+    def mask_mod(p, r):
+        # p, r: positions in residue order; tokens i = c + dilation * t see the same class within window // dilation
+        i, j = perm[p], perm[r]
+        return ((residue[p] == residue[r]) & (np.abs(step[p] - step[r]) <= window // dilation)) | (i < g) | (j < g)
 
     def support(tile):
+        # per tile of positions and per class: the range of steps t of its tokens that are not global; tiles meet
+        # where a class's ranges come within window // dilation, or where either holds a global token
         tile_m, tile_n = tile
-        out = band(tile)
-        out[: -(-g // tile_m)] = True
-        out[:, : -(-g // tile_n)] = True
-        return out
+        local = perm >= g
 
-    return FunctionMask(mask_mod, n, n, support)
+        def ranges(size):
+            blocks = -(-n // size)
+            block = np.arange(n) // size
+            lo, hi = np.full((blocks, dilation), n), np.full((blocks, dilation), -1)
+            np.minimum.at(lo, (block[local], residue[local]), step[local])
+            np.maximum.at(hi, (block[local], residue[local]), step[local])
+            return lo, hi, np.bincount(block[~local], minlength=blocks) > 0
+
+        (rlo, rhi, rg), (klo, khi, kg) = ranges(tile_m), ranges(tile_n)
+        w = window // dilation
+        meet = ((rlo[:, None] <= khi[None] + w) & (klo[None] <= rhi[:, None] + w)).any(axis=-1)
+        return meet | rg[:, None] | kg[None, :]
+
+    return FunctionMask(mask_mod, n, n, support, perm=perm)
 
 
 def bigbird(n: int, block: int, window_blocks: int = 3, global_blocks: int = 2, random_blocks: int = 3,

@@ -115,6 +115,16 @@ def _intervals_random(rng, heads=8, n_q=N_Q, n_k=N_K):
     return masks.from_intervals(np.stack([lts, lte, uts, ute], axis=-1).astype(np.int32), n_q=n_q)
 
 
+def graph_rcm(rng, n=N_Q):
+    """A random geometric graph (about 20 neighbours a node) in random node order, compiled in its RCM order: the
+    kernels gather and scatter rows through the plan's perm."""
+    pts = rng.random((n, 2))
+    adj = np.linalg.norm(pts[:, None] - pts[None], axis=-1) < 0.08
+    spec = masks.from_graph(adj, reorder="rcm")
+    assert spec.perm is not None
+    return spec
+
+
 FAMILIES = {
     "full": lambda rng: masks.full(N_Q, N_K),
     "causal": lambda rng: masks.causal(N_Q, N_K),
@@ -130,6 +140,7 @@ FAMILIES = {
     "medusa_tree": lambda rng: masks.medusa_tree(_tree(), prefix_len=1400),
     "dense_random": _dense_random,
     "intervals_random": _intervals_random,
+    "graph_rcm": graph_rcm,
 }
 
 # (family, dtype, head dim, KV heads, layout): the GQA / MQA / MHA and layout cases both kernels' tests run
@@ -139,4 +150,5 @@ LAYOUT_CASES = [
     ("longformer_dilated", "float16", 64, 8, "bnhd"),
     ("sliding_window_sinks", "bfloat16", 128, 1, "bhnd"),
     ("intervals_random", "float16", 96, 1, "bnhd"),
+    ("graph_rcm", "bfloat16", 128, 1, "bnhd"),
 ]

@@ -130,6 +130,7 @@ def test_layout_and_kv_heads(family, dtype_name, head_dim, Hk, layout, rng):
     ("document_prefix_padding", "float16", 192, "bhnd"),
     ("medusa_tree", "bfloat16", 32, "bhnd"),
     ("full", "float16", 96, "bnhd"),
+    ("graph_rcm", "bfloat16", 128, "bnhd"),
 ])
 def test_atomic_dq(family, dtype_name, head_dim, layout, rng):
     """deterministic=False: dQ through float32 atomics from the dK/dV kernel."""

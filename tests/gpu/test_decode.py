@@ -7,7 +7,8 @@ Needs CuPy and a CUDA device; skipped, with the reason shown, without them.
 import numpy as np
 import pytest
 
-from families import N_K, N_Q, check_forward, device_input, dtype_of, poisoned, reference_forward, require_gpu
+from families import (N_K, N_Q, check_forward, device_input, dtype_of, graph_rcm, poisoned, reference_forward,
+                      require_gpu)
 
 cp = require_gpu()
 
@@ -55,10 +56,12 @@ def _split_family(name, rng):
         dense = rng.random((N_Q, N_K)) < 0.3
         dense[rng.choice(N_Q, 40, replace=False)] = False  # rows that see nothing
         return masks.from_dense(dense)
+    if name == "graph_rcm":  # the combine kernel scatters rows through the plan's perm
+        return graph_rcm(rng)
     return masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=N_K - 64)
 
 
-@pytest.mark.parametrize("family", ["causal", "sink_swa_short", "dense_holes", "tree"])
+@pytest.mark.parametrize("family", ["causal", "sink_swa_short", "dense_holes", "tree", "graph_rcm"])
 def test_every_split_count_matches_unsplit(family, rng):
     """num_splits 1..16, including splits that get no key block (rows with one to three key blocks) and rows
     that see nothing (0 and -inf).

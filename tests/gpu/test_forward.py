@@ -120,6 +120,11 @@ def test_allocates_out_and_caches_plan(rng):
         assert (arrays[name] is None) == (host is None), name
         if host is not None:
             assert np.array_equal(cp.asnumpy(arrays[name]), host), name
+    assert arrays["perm"] is None
+    graph_plan = compile_mask(masks.longformer(300, 20, dilation=2), tile=_cuda.tile_for(64, dtype))
+    graph = _cuda.device_plan(graph_plan)  # the node order travels after the compiler's buffer, as int32
+    assert graph["perm"].dtype == np.int32 and np.array_equal(cp.asnumpy(graph["perm"]), graph_plan.perm)
+    assert np.array_equal(cp.asnumpy(graph["col_idx"]), graph_plan.col_idx)
 
 
 def test_rejects_bad_inputs():

@@ -8,7 +8,7 @@ Needs CuPy and a CUDA device (and torch for the torch tests); skipped, with the 
 import numpy as np
 import pytest
 
-from families import check_forward, device_input, dtype_of, reference_forward, require_gpu
+from families import check_forward, device_input, dtype_of, graph_rcm, reference_forward, require_gpu
 
 cp = require_gpu()
 
@@ -16,17 +16,8 @@ import maskattn  # noqa: E402
 from maskattn import api, masks, workloads  # noqa: E402
 
 
-def _graph_spec(n):
-    rng = np.random.default_rng(n)
-    pts = rng.random((n, 2))
-    adj = np.linalg.norm(pts[:, None] - pts[None], axis=-1) < 0.06
-    spec = masks.from_graph(adj, reorder="rcm")
-    assert spec.perm is not None
-    return spec
-
-
 CASES = {  # (spec, B, H, Hk, n_q, n_k, D)
-    "graph_rcm": (lambda: _graph_spec(700), 1, 4, 2, 700, 700, 64),
+    "graph_rcm": (lambda: graph_rcm(np.random.default_rng(700), 700), 1, 4, 2, 700, 700, 64),
     "causal_gqa": (lambda: masks.causal(300, 900), 2, 8, 2, 300, 900, 128),
     "tree_packed_split": (lambda: masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=1936), 2, 4, 2, 64, 2000, 128),
     "decode_packed_split": (lambda: masks.kv_cache(1, [1500, 4000], 4000), 2, 32, 8, 1, 4000, 64),
