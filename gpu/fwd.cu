@@ -11,10 +11,12 @@
 // block list and writes its normalised O and LSE in float32 to o_part / lse_part ([split][blockIdx.y][row]); a
 // split with no key blocks writes 0 and -inf. combine_kernel below merges the splits exactly.
 // Each warp owns 16 * MT query rows (MT = TILE_M / (16 * WARPS) m16 tiles, which share every K and V fragment
-// read from shared memory). Per listed key block: S = Q K^T (mma.sync m16n8k16, fp32 accumulate), the mask of
-// PARTIAL tiles (intervals or bits) and of keys past n_k, online softmax in exp2, and O += P V with P taken from
-// the S accumulators as the A operand. K and V tiles are double-buffered with cp.async: block e + 1 loads while
-// block e computes.
+// read from shared memory). Where the tile has fewer 16-row tiles than warps (decode: TILE_M = 16), KEY_WARPS
+// warps share each row tile and split every key block between them, each with its own online softmax over its
+// keys; at the end they merge through shared memory as splits merge, so that every warp computes. Per listed key
+// block: S = Q K^T (mma.sync m16n8k16, fp32 accumulate), the mask of PARTIAL tiles (intervals or bits) and of keys
+// past n_k, online softmax in exp2, and O += P V with P taken from the S accumulators as the A operand. K and V
+// tiles are double-buffered with cp.async: block e + 1 loads while block e computes.
 //
 //
 // Template knobs (the Python side names them in name_expressions): T (half_t | bf16_t), D (head dim), TILE_M,
@@ -69,14 +71,20 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % 16 == 0 && D % 16 == 0, "tile_n and the head dim are multiples of 16");
-  static_assert(TILE_M % (16 * WARPS) == 0, "each warp owns a whole number of 16-row mma tiles");
   using Ops = Dtype<T>;
   constexpr int THREADS = WARPS * 32;
-  constexpr int MT = TILE_M / (16 * WARPS);  // m16 row tiles per warp: they share every K and V fragment
+  constexpr int ROW_WARPS = TILE_M / 16 < WARPS ? TILE_M / 16 : WARPS;  // warps stacked over the rows
+  constexpr int KEY_WARPS = WARPS / ROW_WARPS;                          // warps side by side over a block's keys
+  static_assert(TILE_M % (16 * ROW_WARPS) == 0 && WARPS % ROW_WARPS == 0,
+                "each warp owns a whole number of 16-row mma tiles, or shares one with KEY_WARPS - 1 others");
+  constexpr int MT = TILE_M / (16 * ROW_WARPS);  // m16 row tiles per warp: they share every K and V fragment
   constexpr int WARP_ROWS = 16 * MT;
+  constexpr int WARP_KEYS = TILE_N / KEY_WARPS;  // a warp's keys of each block
+  static_assert(WARP_KEYS % 16 == 0 && (WARP_KEYS % 32 == 0 || 32 % WARP_KEYS == 0),
+                "a warp takes whole k16 steps of P V, and its keys of a bit tile lie inside one word or fill words");
   constexpr bool Q_REGS = Q_IN_REGISTERS<D, MT>;
   constexpr int STRIDE = SMEM_STRIDE<D>;
-  constexpr int NB = TILE_N / 8;  // n8 fragments of S per row tile
+  constexpr int NB = WARP_KEYS / 8;  // n8 fragments of S per row tile
   constexpr int DB = D / 8;       // n8 fragments of O per row tile
   constexpr int TILE_ELEMS = TILE_N * STRIDE;
 
@@ -87,6 +95,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   T* sV = sK + 2 * TILE_ELEMS;   // [2][TILE_N][STRIDE]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int warp_m = warp / KEY_WARPS, warp_key0 = warp % KEY_WARPS * WARP_KEYS;  // row tile; first key in a block
   const int g_lane = lane / 4, t_lane = lane % 4;  // mma fragment row and column pair
   const int head_groups = heads / pack;
   const int b = blockIdx.y / head_groups, h = blockIdx.y % head_groups * pack;  // h: the CTA's first query head
@@ -94,7 +103,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const int group = b * group_sb + h * group_sh;
   const int m_block = m_order[(long long)group * n_mblocks + blockIdx.x];
   const int row0 = m_block * TILE_M;
-  const int warp_row0 = row0 + warp * WARP_ROWS;
+  const int warp_row0 = row0 + warp_m * WARP_ROWS;
   const bool warp_active = warp_row0 < rows;  // warps wholly past the rows only help load and synchronise
 
   const T* gQ = q + b * q_sb + h * q_sh;
@@ -119,9 +128,9 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   cp_async_commit();
 
   // per-lane ldmatrix offsets (elements): A of Q, B of K (two n8 blocks), B of V transposed (two n8 blocks)
-  const int q_lane = (warp * WARP_ROWS + (lane & 15)) * STRIDE + (lane >> 4) * 8;
-  const int k_lane = ((lane & 7) + (lane >> 4) * 8) * STRIDE + ((lane >> 3) & 1) * 8;
-  const int v_lane = ((lane & 7) + ((lane >> 3) & 1) * 8) * STRIDE + (lane >> 4) * 8;
+  const int q_lane = (warp_m * WARP_ROWS + (lane & 15)) * STRIDE + (lane >> 4) * 8;
+  const int k_lane = (warp_key0 + (lane & 7) + (lane >> 4) * 8) * STRIDE + ((lane >> 3) & 1) * 8;
+  const int v_lane = (warp_key0 + (lane & 7) + ((lane >> 3) & 1) * 8) * STRIDE + (lane >> 4) * 8;
   const unsigned sQ_addr = smem_addr(sQ) + q_lane * 2;
 
   unsigned q_frag[Q_REGS ? MT : 1][Q_REGS ? D / 16 : 1][4];
@@ -182,7 +191,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
           }
         }
 #pragma unroll
-        for (int nb = 0; nb < TILE_N / 16; ++nb) {
+        for (int nb = 0; nb < WARP_KEYS / 16; ++nb) {
           unsigned b_frag[4];
           ldmatrix_x4(b_frag, sK_addr + (nb * 16 * STRIDE + kk * 16) * 2);
 #pragma unroll
@@ -193,7 +202,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
         }
       }
 
-      const int col0 = n_block * TILE_N + 2 * t_lane;
+      const int col0 = n_block * TILE_N + warp_key0 + 2 * t_lane;
       const bool past_keys = (n_block + 1) * TILE_N > n_k;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -209,7 +218,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
         } else if constexpr (MASK == MASK_BITS) {
           if (partial) {
             mask_bits<NB, TILE_N>(s[mt], bit_pool + (long long)payload_idx[e] * (TILE_M * TILE_N / 32),
-                                  tile_row0 - row0 + g_lane, t_lane);
+                                  tile_row0 - row0 + g_lane, t_lane, warp_key0);
           }
         }
         if (past_keys) mask_key_bound(s[mt], col0, n_k);
@@ -227,11 +236,11 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
 
       // P in 16 bits, packed before the P V product so that the fp32 scores die first: the S accumulators of key
       // columns [16 kk, 16 kk + 16) are exactly the A fragment of P for step kk
-      unsigned p[MT][TILE_N / 16][4];
+      unsigned p[MT][WARP_KEYS / 16][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int kk = 0; kk < TILE_N / 16; ++kk) {
+        for (int kk = 0; kk < WARP_KEYS / 16; ++kk) {
           p[mt][kk][0] = Ops::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
           p[mt][kk][1] = Ops::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
           p[mt][kk][2] = Ops::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
@@ -239,7 +248,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
         }
       }
 #pragma unroll
-      for (int kk = 0; kk < TILE_N / 16; ++kk) {
+      for (int kk = 0; kk < WARP_KEYS / 16; ++kk) {
 #pragma unroll
         for (int db = 0; db < D / 16; ++db) {
           unsigned b_frag[4];
@@ -259,8 +268,69 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   // warp's rows through its own slice of sQ and stores 16-byte vectors.
   cp_async_wait<0>();
   __syncthreads();
-  if (!warp_active) return;
   const long long cta = (long long)blockIdx.z * gridDim.y + blockIdx.y;  // partials: [split][blockIdx.y][row]
+  T* gO = o + b * o_sb + h * o_sh;
+  const PackedRows o_rows{pack, o_sh, o_sn, perm}, lse_rows{pack, n_q, 1, perm};
+  float* g_lse = lse + ((long long)b * heads + h) * n_q;
+  if constexpr (KEY_WARPS > 1) {
+    // Each key warp writes its rows' O (normalised over its keys) and LSE in float32 to shared memory (Q, K and V
+    // are done with), [key warp][row in tile][D] and [key warp][row in tile]; then each thread merges four columns
+    // of a row as combine_kernel merges splits, into O and LSE or into this split's partials.
+    static_assert(MT == 1 && KEY_WARPS * TILE_M * (D + 1) * 4 <= (TILE_M + 4 * TILE_N) * STRIDE * 2,
+                  "one row tile per warp; the key warps' float32 rows fit in the shared memory of Q, K and V");
+    float* s_lse = reinterpret_cast<float*>(smem);  // [KEY_WARPS][TILE_M]
+    float* s_part = s_lse + KEY_WARPS * TILE_M;     // [KEY_WARPS][TILE_M][D], 16-byte aligned
+    const int key_warp = warp % KEY_WARPS;
+    if (warp_active) {
+      float inv_sum[2], row_lse[2];
+      softmax[0].finish(scale_log2, inv_sum, row_lse);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = key_warp * TILE_M + warp_m * WARP_ROWS + g_lane + 8 * half;
+#pragma unroll
+        for (int j = 0; j < DB; ++j) {
+          *reinterpret_cast<float2*>(s_part + r * D + 8 * j + 2 * t_lane) =
+              make_float2(acc_o[0][j][2 * half] * inv_sum[half], acc_o[0][j][2 * half + 1] * inv_sum[half]);
+        }
+        if (t_lane == 0) s_lse[r] = row_lse[half];
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < min(TILE_M, rows - row0) * (D / 4); i += THREADS) {
+      const int r = i / (D / 4), c = i % (D / 4) * 4;
+      float mx = neg_inf();
+#pragma unroll
+      for (int w = 0; w < KEY_WARPS; ++w) mx = fmaxf(mx, s_lse[w * TILE_M + r]);
+      float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+      if (mx != neg_inf()) {
+#pragma unroll
+        for (int w = 0; w < KEY_WARPS; ++w) {
+          const float weight = exp2_approx((s_lse[w * TILE_M + r] - mx) * (1.f / LN2));
+          const float4 x = *reinterpret_cast<const float4*>(s_part + (w * TILE_M + r) * D + c);
+          sum += weight;
+          acc[0] = fmaf(weight, x.x, acc[0]);
+          acc[1] = fmaf(weight, x.y, acc[1]);
+          acc[2] = fmaf(weight, x.z, acc[2]);
+          acc[3] = fmaf(weight, x.w, acc[3]);
+        }
+      }
+      const float inv = sum > 0.f ? 1.f / sum : 0.f, row_lse = sum > 0.f ? mx + logf(sum) : neg_inf();
+      const int row = row0 + r;
+      if (num_splits > 1) {
+        *reinterpret_cast<float4*>(o_part + (cta * rows + row) * D + c) =
+            make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+        if (c == 0) lse_part[cta * rows + row] = row_lse;
+      } else {
+        uint2 packed;
+        packed.x = Ops::pack(acc[0] * inv, acc[1] * inv);
+        packed.y = Ops::pack(acc[2] * inv, acc[3] * inv);
+        *reinterpret_cast<uint2*>(gO + o_rows(row) + c) = packed;
+        if (c == 0) g_lse[lse_rows(row)] = row_lse;
+      }
+    }
+    return;
+  }
+  if (!warp_active) return;
   T* sO = sQ + warp * WARP_ROWS * STRIDE;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -279,7 +349,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
         }
         if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
       } else if (t_lane == 0) {
-        lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = row_lse[half];
+        g_lse[lse_rows(r)] = row_lse[half];
       }
     }
     if (num_splits > 1) continue;
@@ -293,8 +363,6 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   }
   if (num_splits > 1) return;
   __syncwarp();
-  T* gO = o + b * o_sb + h * o_sh;
-  const PackedRows o_rows{pack, o_sh, o_sn, perm};
   constexpr int CHUNKS = D / 8;
 #pragma unroll
   for (int i = 0; i < WARP_ROWS * CHUNKS / 32; ++i) {

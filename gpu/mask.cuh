@@ -62,8 +62,9 @@ __device__ __forceinline__ void mask_interval(float (&s)[NB][4], const int2* __r
 
 // tile_bits: the entry's bit tile (TILE_M x TILE_N bits, row-major, bit (r * TILE_N + c) % 32 of word
 // (r * TILE_N + c) / 32). local_row: the thread's first row inside the tile; t = lane % 4; col0: the fragment's
-// first column inside the tile (a multiple of 32: kernels that step through a key block in narrower parts).
-// Bits past n_q and n_k are 0, so the key bound needs no extra test.
+// first column inside the tile, for kernels that step through a key block in narrower parts: a multiple of 32, or
+// of 8 * NB < 32 (the fragment's columns then lie inside one word). Bits past n_q and n_k are 0, so the key bound
+// needs no extra test.
 template <int NB, int TILE_N>
 __device__ __forceinline__ void mask_bits(float (&s)[NB][4], const unsigned* __restrict__ tile_bits, int local_row,
                                           int t, int col0 = 0) {
@@ -77,8 +78,8 @@ __device__ __forceinline__ void mask_bits(float (&s)[NB][4], const unsigned* __r
     for (int p = 0; p < USED; ++p) w[p] = row_words[p];
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-      // columns 8 j + 2 t (+1) all lie in word j / 4
-      const unsigned bits = w[j / 4] >> (8 * (j % 4) + 2 * t);
+      // columns 8 j + 2 t (+1) all lie in word j / 4, from bit col0 % 32 on
+      const unsigned bits = w[j / 4] >> (col0 % 32 + 8 * (j % 4) + 2 * t);
       if (!(bits & 1u)) s[j][2 * half] = neg_inf();
       if (!(bits & 2u)) s[j][2 * half + 1] = neg_inf();
     }

@@ -6,8 +6,8 @@
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
 runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 96 the mma.sync ones, and
 the atomic case the mma.sync dK/dV kernel with atomic dQ); graph-ordered plans (rows gathered through perm: the
-wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the 64 x 64 tile,
-split-KV and the combine kernel); and the GPU dense-mask classifier.
+wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the 16 x 128 tile whose
+warps split the keys, split-KV and the combine kernel, also on the training tile); and the GPU dense-mask classifier.
 """
 
 import cupy as cp
@@ -45,6 +45,11 @@ q = cp.asarray(rng.standard_normal((2, 8, 3, 64)).astype(np.float16))
 k, v = (cp.asarray(rng.standard_normal((2, 2, n_k, 64)).astype(np.float16)) for _ in range(2))
 for splits in (None, 1, 5):
     maskattn.attention(q, k, v, masks.kv_cache(3, [n_k, 100], n_k=n_k), num_splits=splits)
+    maskattn.attention(q, k, v, masks.from_dense(rng.random((3, n_k)) < 0.5), num_splits=splits)
+for D in (64, 96):  # split-KV on the training tile: the wgmma forward on Hopper, the mma.sync one
+    q = cp.asarray(rng.standard_normal((1, 2, 150, D)).astype(np.float16))
+    k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
+    maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)
 cp.cuda.Device().synchronize()
 print("decode forward ran")
 plan = maskattn.compile_mask(masks.from_dense(cp.asarray(rng.random((2, 1, 150, 170)) < 0.2)), (64, 48))

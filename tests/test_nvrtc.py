@@ -74,7 +74,7 @@ def _builds():
     training = _cuda._FWD_CONFIGS[128][0]
     yield "fwd.cu", [_cuda.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS"),
                      _cuda.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS", perm=True),
-                     _cuda.fwd_kernel_name("half_t", 64, _cuda._DECODE_CONFIG, "MASK_INTERVALS"),
+                     *(_cuda.fwd_kernel_name("half_t", 64, c, "MASK_INTERVALS") for c in _cuda._DECODE_CONFIGS),
                      _cuda.combine_kernel_name("half_t", 96)], (*options, "-arch=sm_90")
     yield "fwd_sm90.cu", [_cuda.sm90_kernel_name("bf16_t", 128, "MASK_INTERVALS", perm) for perm in (False, True)], (
         *options, "-arch=sm_90a")

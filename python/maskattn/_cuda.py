@@ -47,11 +47,14 @@ _FWD_CONFIGS = {
     192: ((128, 64, 8),),
     256: ((128, 64, 8),),
 }
-# Few query rows (decode, tree verification, GQA-packed tokens): 64 x 64 tiles, 4 warps. The kernel is then bound
-# by reading K and V: two CTAs fit on an SM, and 64 rows waste less of each tile's product. Forward only (the
-# backward takes the training tiles above). Registers (bf16, bits, sm_90): d=64 134, d=128 206.
-DECODE_ROWS = 64
-_DECODE_CONFIG = (64, 64, 4)
+# Few query rows (decode, tree verification, GQA-packed tokens), forward only (the backward takes the training tiles
+# above); for a plan's rows, the first that holds them and fits the device. Up to 16 rows (single-token decode with
+# GQA packing): 16 x 128 tiles whose 8 warps split each key block (fwd.cu's key warps, 16 keys each), so that all of
+# them compute: 3-4% faster than 64 x 64 tiles, where one warp holds every row (docs/performance.md). Up to 64 rows
+# (tree verification): 64 x 64 tiles, 4 warps over the rows, two CTAs per SM.
+# Registers (bf16, bits, sm_90): (16, 128) d=64 116, d=128 161; (64, 64) d=64 143, d=128 206.
+_DECODE_CONFIGS = ((16, 128, 8), (64, 64, 4))
+DECODE_ROWS = max(config[0] for config in _DECODE_CONFIGS)
 MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
 _SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
 _SM90_HEAD_DIMS = (64, 128)  # fwd_sm90.cu's instantiations, at 128 x 128 tiles
@@ -117,10 +120,15 @@ def _fwd_config(head_dim: int, device: int | None) -> tuple[int, int, int]:
     raise ValueError(f"head_dim {head_dim} needs {need} bytes of shared memory per block; this device allows {limit}")
 
 
+def _decode_configs(head_dim: int, device: int | None) -> tuple:
+    """The few-rows configurations whose shared memory the device allows, smallest tile first."""
+    limit = _smem_optin(device)
+    return tuple(c for c in _DECODE_CONFIGS if fwd_smem_bytes(head_dim, c[:2]) <= limit)
+
+
 def _fwd_configs(head_dim: int, device: int | None) -> dict:
-    """Forward configurations by tile: the training one and the few-rows one."""
-    config = _fwd_config(head_dim, device)
-    return {config[:2]: config, _DECODE_CONFIG[:2]: _DECODE_CONFIG}
+    """Forward configurations by tile: the few-rows ones and the training one."""
+    return {config[:2]: config for config in (*_decode_configs(head_dim, device), _fwd_config(head_dim, device))}
 
 
 def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None = None) -> tuple[int, int]:
@@ -135,14 +143,18 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
         CUDA device id (default: the current one; an sm_90 device where CuPy or a GPU is missing). The tile is
         the largest the device's shared memory per block allows.
     rows : int, optional
-        Query rows per (batch, head) after GQA packing. At most ``DECODE_ROWS`` gives the forward-only decode tile
-        (64, 64); otherwise (the default) the training tile, which the backward needs.
+        Query rows per (batch, head) after GQA packing. At most ``DECODE_ROWS`` gives a forward-only decode tile:
+        (16, 128) up to 16 rows, (64, 64) up to 64; otherwise (the default) the training tile, which the backward
+        needs.
     """
     head_dim = _check_head_dim(head_dim)
     _kernel_type(dtype)
-    if rows is not None and rows <= DECODE_ROWS:
-        return _DECODE_CONFIG[:2]
-    return _fwd_config(head_dim, _current_device() if device is None else int(device))[:2]
+    device = _current_device() if device is None else int(device)
+    if rows is not None:
+        for config in _decode_configs(head_dim, device):
+            if rows <= config[0]:
+                return config[:2]
+    return _fwd_config(head_dim, device)[:2]
 
 
 def device_plan(plan: BlockMask) -> "DevicePlan":
@@ -362,8 +374,9 @@ def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, decod
         raise ValueError(f"the grid allows 65535 query blocks, key blocks and B * H; got {plan.n_mblocks}, "
                          f"{plan.n_nblocks} and {B * H}")
     tile = tile_for(head_dim, q.dtype, device=q.device.id)
-    if plan.tile != tile and not (decode_tile and plan.tile == _DECODE_CONFIG[:2]):
-        also = f" (or {_DECODE_CONFIG[:2]}, forward only)" if decode_tile else ""
+    decode_tiles = [c[:2] for c in _decode_configs(head_dim, q.device.id)] if decode_tile else []
+    if plan.tile != tile and plan.tile not in decode_tiles:
+        also = f" (or {', '.join(map(str, decode_tiles))}, forward only)" if decode_tile else ""
         raise ValueError(f"the plan was compiled for tile {plan.tile}; the kernels for head_dim {head_dim} and "
                          f"{q.dtype} use {tile}{also}: compile_mask(spec, tile=tile_for(head_dim, dtype))")
     return ctype, plan.tile, scale

@@ -112,6 +112,28 @@ def test_gqa_packing(n_q, head_dim, dtype_name, rng):
     _forward(spec, inputs, dtype_name, pack=H // Hk)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128, 192])  # at 256 the tile exceeds shared memory: (64, 64) then
+@pytest.mark.parametrize("family", ["dense_holes", "sink_swa", "causal"])
+def test_key_warps_tile(family, head_dim, rng):
+    """Up to 16 packed rows take the 16 x 128 tile whose eight warps split every key block (each over its own 16
+    keys, merged at the end): bit masks read from inside a word, interval masks, the key bound of a short last
+    block and rows that see nothing, unsplit and split."""
+    n_q, n_k = 3, 1500
+    if family == "dense_holes":
+        dense = rng.random((n_q, n_k)) < 0.3
+        dense[1] = False
+        spec = masks.from_dense(dense)
+    elif family == "sink_swa":
+        spec = masks.sliding_window(n_q, n_k, left=300, sinks=5)
+    else:
+        spec = masks.causal(n_q, n_k)
+    dtype = dtype_of("bfloat16")
+    assert _cuda.tile_for(head_dim, dtype, rows=n_q * 4) == (16, 128)
+    inputs = _inputs(rng, 2, 8, 2, n_q, n_k, head_dim, dtype)
+    for splits in (1, 3, None):
+        _forward(spec, inputs, "bfloat16", pack=4, num_splits=splits)
+
+
 @pytest.mark.parametrize("layout", ["bhnd", "bnhd"])
 def test_packing_layouts_and_tree(layout, rng):
     """A MEDUSA tree with GQA (EAGLE on a GQA model), packed, in both layouts, split and unsplit."""
