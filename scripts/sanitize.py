@@ -5,9 +5,10 @@
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
 runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 96 the mma.sync ones, and
-the atomic case the mma.sync dK/dV kernel with atomic dQ); graph-ordered plans (rows gathered through perm: the
-wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the 16 x 128 tile whose
-warps split the keys, split-KV and the combine kernel, also on the training tile); and the GPU dense-mask classifier.
+the atomic case the mma.sync dK/dV kernel with atomic dQ); plans in an order of their own, of intervals and of bits
+(rows gathered through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward
+(GQA packing, the 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training
+tile); and the GPU dense-mask classifier.
 """
 
 import cupy as cp
@@ -19,16 +20,18 @@ from maskattn import masks
 
 rng = np.random.default_rng(0)
 n_q, n_k = 200, 333
-graph = masks.longformer(n_q, 20, global_tokens=3, dilation=2)  # a plan in residue order, with perm
+dilated = masks.longformer(n_q, 20, global_tokens=3, dilation=2)  # intervals in residue order, with perm
+graph = masks.from_graph(rng.random((n_q, n_q)) < 0.05, reorder="rcm")  # bits in RCM order, with perm
 cases = [
     ("none", None, np.float16, 64),
     ("intervals", masks.causal(n_q, n_k), np.dtype(ml_dtypes.bfloat16), 64),
     ("bits", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 128),
     ("intervals, head dim 96 (the mma.sync forward on Hopper)", masks.causal(n_q, n_k), np.float16, 96),
     ("bits, atomic dQ", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 128),
-    ("perm", graph, np.dtype(ml_dtypes.bfloat16), 128),
-    ("perm, head dim 96 (mma.sync)", graph, np.float16, 96),
-    ("perm, atomic dQ", graph, np.float16, 64),
+    ("perm, intervals", dilated, np.dtype(ml_dtypes.bfloat16), 128),
+    ("perm, intervals, head dim 96 (mma.sync)", dilated, np.float16, 96),
+    ("perm, intervals, atomic dQ", dilated, np.float16, 64),
+    ("perm, bits", graph, np.dtype(ml_dtypes.bfloat16), 128),
 ]
 for name, spec, dtype, D in cases:
     q = cp.asarray(rng.standard_normal((1, 4, n_q if spec is None else spec.n_q, D)).astype(dtype))
@@ -37,7 +40,7 @@ for name, spec, dtype, D in cases:
     out, lse = maskattn.attention(q, k, v, spec, return_lse=True)
     dq, dk, dv = maskattn.attention_backward(cp.ones_like(out), q, k, v, out, lse, spec,
                                              deterministic="atomic" not in name)
-    if spec is graph:
+    if spec is dilated:
         maskattn.attention(q, k, v, spec, num_splits=3)  # split-KV: the combine kernel scatters through perm
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")

@@ -27,6 +27,7 @@ def test_repeat_rows_repeats_each_row(build, factor):
 
 def test_repeat_rows_is_none_where_rows_do_not_repeat_simply():
     assert masks.from_function(lambda i, j: i >= j, 8).repeat_rows(2) is None
+    assert masks.longformer(8, 2, dilation=2).repeat_rows(2) is None  # intervals in an order of their own (perm)
     with pytest.raises(ValueError, match="factor"):
         masks.causal(4).repeat_rows(0)
 

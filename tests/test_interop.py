@@ -41,6 +41,13 @@ def test_to_flex_block_mask_is_exact(spec, tile):
     assert np.array_equal(flex_dense(block_mask), spec.to_dense()[0, 0])
 
 
+def test_to_flex_block_mask_refuses_a_plan_in_its_own_order():
+    plan = maskattn.compile_mask(masks.longformer(300, 20, global_tokens=3, dilation=2), (64, 64))
+    assert plan.payload == "intervals" and plan.perm is not None
+    with pytest.raises(ValueError, match="token order of its own"):
+        plan.to_flex_block_mask(device="cpu")
+
+
 def test_from_flex_block_mask_round_trip():
     def doc_causal(b, h, q, kv):
         doc = torch.div(torch.as_tensor(q), 70, rounding_mode="floor")

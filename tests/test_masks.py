@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from maskattn import masks
 
@@ -110,16 +112,90 @@ def test_interleaved():
     assert np.array_equal(dense2d(masks.interleaved(segments, n=n)), brute(n, n, visible))
 
 
-@pytest.mark.parametrize("window,g,d", [(5, 0, 1), (5, 3, 1), (6, 2, 2), (9, 0, 3)])
-def test_longformer(window, g, d):
-    n = 40
+def longformer_dense(n, window, g, d):
+    """Longformer's definition: ``|i - j| <= window`` and ``(i - j) % d == 0``, or i or j a global token."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    return ((np.abs(i - j) <= window) & ((i - j) % d == 0)) | (i < g) | (j < g)
 
-    def visible(i, j):
-        return (abs(i - j) <= window and (i - j) % d == 0) or i < g or j < g
+
+def check_longformer(n, window, g, d, tile):
+    """The spec is the definition in the caller's order; its perm is residue order (global tokens, then each
+    residue class in token order), None where that is the identity; the plan is the mask in perm order, exactly."""
+    from maskattn import compile_mask
 
     spec = masks.longformer(n, window, global_tokens=g, dilation=d)
-    assert isinstance(spec, masks.IntervalMask) == (d == 1)
-    assert np.array_equal(dense2d(spec), brute(n, n, visible))
+    assert isinstance(spec, masks.IntervalMask)
+    assert np.array_equal(dense2d(spec), longformer_dense(n, window, g, d))
+    perm = np.array(list(range(g)) + sorted(range(g, n), key=lambda i: (i % d, i)), np.int64)
+    if spec.perm is None:
+        assert np.array_equal(perm, np.arange(n))
+    else:
+        assert np.array_equal(spec.perm, perm) and not np.array_equal(perm, np.arange(n))
+    plan = compile_mask(spec, tile)
+    assert plan.perm is spec.perm
+    assert np.array_equal(plan.to_dense()[0, 0], longformer_dense(n, window, g, d)[perm][:, perm])
+    return spec, plan
+
+
+@pytest.mark.parametrize("n,window,g,d", [
+    (40, 5, 0, 1), (40, 5, 3, 1), (40, 6, 2, 2), (40, 9, 0, 3),
+    (40, 7, 5, 3),                   # g not a multiple of d: classes start mid-way
+    (40, 2, 4, 3), (41, 0, 0, 4),    # window < d: each class sees only itself
+    (40, 100, 2, 3), (40, 39, 0, 1),  # window >= n - 1
+    (40, 5, 40, 3), (40, 5, 39, 2),   # every token global, or all but one
+    (40, 5, 2, 40), (40, 50, 2, 41), (40, 80, 0, 39),  # d >= n - 1: classes of one or two tokens
+    (1, 0, 0, 1), (1, 3, 1, 2), (1, 3, 0, 5), (2, 1, 0, 2), (2, 2, 1, 2),
+])
+@pytest.mark.parametrize("tile", [(16, 16), (16, 48), (64, 32)])
+def test_longformer(n, window, g, d, tile):
+    check_longformer(n, window, g, d, tile)
+
+
+@st.composite
+def longformer_args(draw, most=300):
+    """(n, window, global_tokens, dilation), windows and dilations past n included."""
+    n = draw(st.integers(1, most))
+    return n, draw(st.integers(0, n + 20)), draw(st.integers(0, n)), draw(st.integers(1, min(n + 5, 40)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=longformer_args(), tile=st.sampled_from([(16, 16), (16, 48), (48, 80), (128, 128), (256, 16)]))
+def test_longformer_any_shape(args, tile):
+    check_longformer(*args, tile)
+
+
+def test_interval_mask_with_a_perm():
+    """Intervals in a token order of their own: the perm is checked and kept read-only (a copy), the dense form is
+    in the caller's order, and what would hand out or reuse the intervals in the caller's order refuses."""
+    from maskattn import compile_mask
+
+    spec = masks.longformer(30, 4, global_tokens=3, dilation=2)
+    perm = np.array(spec.perm)
+    assert spec.perm.dtype == np.int64 and not spec.perm.flags.writeable
+    again = masks.IntervalMask(spec.intervals, 30, perm)
+    assert again.perm is not perm and np.array_equal(again.perm, perm)
+    assert np.array_equal(again.to_dense(), spec.to_dense())
+    plain = masks.IntervalMask(spec.intervals, 30)
+    assert np.array_equal(plain.to_dense()[0, 0], spec.to_dense()[0, 0][perm][:, perm])
+    assert compile_mask(again, (16, 16)).equals(compile_mask(spec, (16, 16)))
+    assert not compile_mask(plain, (16, 16)).equals(compile_mask(spec, (16, 16)))
+    assert np.array_equal(plain.startend_row_indices, spec.intervals)
+    with pytest.raises(ValueError, match="own token order"):
+        spec.startend_row_indices
+    assert spec.repeat_rows(1) is spec and spec.repeat_rows(2) is None
+    stacked = masks.stack([spec, again])
+    assert stacked.shape == (2, 1, 30, 30) and np.array_equal(stacked.perm, perm)
+    assert np.array_equal(stacked.to_dense(), np.concatenate([spec.to_dense()] * 2))
+    with pytest.raises(ValueError, match="one token order"):
+        masks.stack([spec, plain])
+    with pytest.raises(ValueError, match="one token order"):
+        masks.stack([spec, masks.longformer(30, 4, global_tokens=3, dilation=3)])
+    with pytest.raises(ValueError, match=r"permutation of range\(30\)"):
+        masks.IntervalMask(spec.intervals, 30, perm[::2])
+    with pytest.raises(ValueError, match=r"permutation of range\(30\)"):
+        masks.IntervalMask(spec.intervals, 30, np.zeros(30))
+    with pytest.raises(ValueError, match="square"):
+        masks.IntervalMask(spec.intervals, 31, perm)
 
 
 @pytest.mark.parametrize("n,window,g,d", [(1000, 64, 8, 2), (777, 100, 0, 3), (300, 40, 5, 3), (50, 5, 49, 2),
@@ -131,14 +207,9 @@ def test_dilated_longformer_plans_in_residue_order(n, window, g, d, tile):
     the sequence is long."""
     from maskattn import compile_mask
 
-    spec = masks.longformer(n, window, global_tokens=g, dilation=d)
-    tokens = spec.perm[g:]
-    assert np.array_equal(spec.perm[:g], np.arange(g)) and np.all(np.diff(tokens % d) >= 0)
-    plan = compile_mask(spec, tile)
-    dense = dense2d(spec)
-    assert plan.perm is spec.perm
-    assert np.array_equal(plan.to_dense()[0, 0], dense[spec.perm][:, spec.perm])
-    natural = compile_mask(masks.from_dense(dense), tile)
+    spec, plan = check_longformer(n, window, g, d, tile)
+    assert plan.payload in ("intervals", "none")
+    natural = compile_mask(masks.from_dense(dense2d(spec)), tile)
     assert plan.nnz <= natural.nnz
     assert n < 4096 or plan.nnz < 0.8 * natural.nnz
 

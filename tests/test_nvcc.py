@@ -44,10 +44,16 @@ _SM90 = [
     for dtype, d, mask in itertools.product(("half_t", "bf16_t"), (64, 128),
                                             ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
-# the instantiations for plans with a node order (MASKATTN_PERM): one main configuration each
-_PERM = [({**_FWD_MAIN[-1][0], "MASKATTN_PERM": "true"}, True)]
-_BWD_PERM = [({**_BWD_MAIN[-1][0], "MASKATTN_PERM": "true"}, True)]
-_SM90_PERM = [({**_SM90[-1][0], "MASKATTN_PERM": "true"}, True)]
+
+
+def _with_perm(config):
+    """The instantiations for plans with a node order (MASKATTN_PERM) of one main configuration, with the payloads
+    such plans carry: bits (reordered graphs) and intervals (dilated Longformer in residue order)."""
+    return [({**config, "MASKATTN_MASK": mask, "MASKATTN_PERM": "true"}, True)
+            for mask in ("MASK_INTERVALS", "MASK_BITS")]
+
+
+_PERM, _BWD_PERM, _SM90_PERM = (_with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90))
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM, "fwd_sm90.cu": _SM90 + _SM90_PERM,
            "bwd_sm90.cu": _SM90 + _SM90_PERM}
 

@@ -106,6 +106,8 @@ BUILDERS = {
     "medusa": lambda: masks.medusa_tree([[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0]], prefix_len=100),
     "dense_batch_heads": lambda: masks.from_dense(np.random.default_rng(0).random((2, 3, 70, 90)) < 0.3),
     "function": lambda: masks.from_function(lambda i, j: (i * 7 + j * 3) % 5 == 0, 100, 130),
+    "function_perm": lambda: masks.FunctionMask(lambda p, r: (p * 7 + r * 3) % 5 == 0, 100, 100,
+                                                perm=np.random.default_rng(1).permutation(100)),
 }
 
 

@@ -106,6 +106,8 @@ BUILDERS = {
     "document_prefix": lambda: masks.document([40, 50, 41], prefix=[10, 0, 41]),
     "document_batch": lambda: masks.document([[30, 47], [10, 20, 30]], n=80),
     "longformer_dilated": lambda: masks.longformer(131, 20, global_tokens=3, dilation=2),
+    "function_perm": lambda: masks.FunctionMask(lambda p, r: (p * 7 + r * 3) % 5 < 2, 131, 131,
+                                                perm=np.random.default_rng(1).permutation(131)),
     "bigbird": lambda: masks.bigbird(131, 16, window_blocks=3, global_blocks=1, random_blocks=2, seed=1),
     "medusa": lambda: masks.medusa_tree([[0], [1], [0, 0], [0, 1], [1, 0]], prefix_len=70),
 }
@@ -116,6 +118,25 @@ BUILDERS = {
 def test_builders(name, tile):
     spec = BUILDERS[name]()
     check(spec, tile, B=2, H=4, Hk=1 if name.startswith("document") else 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 90), window=st.integers(0, 100), g=st.integers(0, 90), d=st.integers(1, 12),
+       tile=st.sampled_from(TILES))
+def test_longformer_through_the_api(n, window, g, d, tile):
+    """maskattn.attention and attention_backward on NumPy inputs with a (dilated) Longformer, whose plan is in
+    residue order with a perm, against dense float64 softmax over the mask in the caller's order."""
+    g = min(g, n)
+    spec = masks.longformer(n, window, global_tokens=g, dilation=d)
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    dense = ((np.abs(i - j) <= window) & ((i - j) % d == 0)) | (i < g) | (j < g)
+    q, k, v, do = inputs(np.random.default_rng(n * window + d), 1, 4, 2, n, n, 8)
+    plan = maskattn.compile_mask(spec, tile)
+    out, lse = maskattn.attention(q, k, v, plan, scale=0.5, return_lse=True)
+    grads = maskattn.attention_backward(do, q, k, v, out, lse, plan, scale=0.5)
+    for name, got, exp in zip(("out", "lse", "dq", "dk", "dv"), (out, lse, *grads),
+                              dense_attention(q, k, v, dense[None, None], 0.5, do)):
+        np.testing.assert_allclose(got, exp, rtol=1e-10, atol=1e-10, err_msg=name)
 
 
 def test_head_dependent_dense_mask():

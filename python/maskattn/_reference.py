@@ -4,8 +4,9 @@ This module owns the reference arithmetic that the GPU kernels are tested agains
 run: flash attention's online softmax over the tiles a :class:`~maskattn.plan.BlockMask` lists, and the
 matching backward. It never forms an ``n_q x n_k`` matrix: memory is O(n * tile) besides the inputs and
 outputs. Validation, layouts and dtype rules belong to ``maskattn.api``; here inputs are already in logical
-"bhnd" order (possibly strided views). As in the CUDA kernels, arrays stay in the caller's row order: a graph
-plan's node order (``plan.perm``) is followed here, by taking rows into it and results back.
+"bhnd" order (possibly strided views). As in the CUDA kernels, arrays stay in the caller's row order: a plan's
+token order (``plan.perm``: a reordered graph, a dilated Longformer; bits or intervals alike) is followed here, by
+taking rows into it and results back.
 
 The Python loops run over mask groups, query blocks and their tiles; every tile is computed for all the
 (batch, head) pairs that share its mask group at once (all heads when the mask has one head), with GQA

@@ -2,7 +2,7 @@
 
 NumPy (or CPU DLPack) inputs run on the exact reference backend; CuPy (or CUDA DLPack, e.g. torch) inputs run
 on the CUDA kernels. Layouts, GQA packing and mask compilation are handled here once for both; each backend
-follows a graph plan's node order itself (the arrays stay in the caller's order).
+follows a plan's token order (``plan.perm``) itself (the arrays stay in the caller's order).
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def _run_prepared(call, key, io, export, given, views):
 
 class _PreparedCall:
     """A CUDA call for one configuration of arguments, prepared on its first call: the plan and the checked launch,
-    built from the first arrays (a graph plan's node order is the kernels' to follow: they gather and scatter rows
+    built from the first arrays (a plan's token order, ``perm``, is the kernels' to follow: they gather and scatter rows
     through it). A call allocates its outputs like the inputs (torch in, torch out) and launches on the caller's
     current stream; it returns None when a data pointer is off 16 bytes (the launch checks, on the full path, name
     it)."""

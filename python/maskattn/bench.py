@@ -63,7 +63,7 @@ def _interval_mask_mod(spec, device):
     """FlashMask's column intervals as a mask_mod: what a FlashMask user moving to Flex writes."""
     import torch
 
-    iv = torch.tensor(spec.intervals[0, 0], device=device)
+    iv = torch.tensor(spec.startend_row_indices[0, 0], device=device)
     lts, lte, uts, ute = iv.unbind(-1)
 
     def mask_mod(b, h, q, kv):

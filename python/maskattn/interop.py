@@ -79,8 +79,9 @@ def to_flex_block_mask(plan: BlockMask, device="cuda"):
     from .plan import PARTIAL
 
     if plan.perm is not None:
-        raise ValueError("this plan is of a reordered graph; Flex would need the permuted q, k, v: use the "
-                         "plan's to_dense() in perm order, or maskattn.attention, which permutes for you")
+        raise ValueError("this plan is in a token order of its own (perm: a reordered graph, a dilated Longformer); "
+                         "Flex would need q, k, v permuted by it: use the plan's to_dense() in perm order, or "
+                         "maskattn.attention, which permutes for you")
     part_num, part_idx = _block_lists(plan, PARTIAL)
     full_num, full_idx = _block_lists(plan, FULL)
     t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731

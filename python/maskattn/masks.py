@@ -3,9 +3,12 @@
 A spec knows its shape ``(B, H, n_q, n_k)`` (B and H are 1 where the mask is shared across the batch or the
 heads), expands itself to a dense boolean array (``to_dense()``, True = attend) and compiles to a block plan
 (``maskattn.compile_mask``). Interval-expressible masks (causal, windows, sinks, documents, prefix-LM, shared
-question, interleaved, Longformer without dilation) are :class:`IntervalMask`: O(n) memory, and the kernels
-mask partial tiles from the intervals. The rest carry bits: :class:`DenseMask`, :class:`GraphMask`,
-:class:`FunctionMask`.
+question, interleaved, Longformer) are :class:`IntervalMask`: O(n) memory, and the kernels mask partial tiles from
+the intervals. The rest carry bits: :class:`DenseMask`, :class:`GraphMask`, :class:`FunctionMask`.
+
+A spec may hold ``perm``, the token order its plan is built in (a reordered graph, a dilated Longformer): position
+p of the plan is the caller's token ``perm[p]``. Attention gathers and scatters rows through it, and ``to_dense``
+keeps the caller's order.
 
 Queries and keys are aligned bottom-right when ``n_q != n_k`` (as FlashAttention 2.1+): query i sits at
 key position ``i + s`` with ``s = n_k - n_q``.
@@ -19,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ._maskprep import plan as _maskprep
-from .plan import BlockMask
+from .plan import BlockMask, inverse_permutation
 
 __all__ = [
     "MaskSpec", "IntervalMask", "DenseMask", "GraphMask", "FunctionMask", "TreeMask",
@@ -47,17 +50,30 @@ def _is_nested(values) -> bool:
     return isinstance(values, Sequence) and len(values) > 0 and not isinstance(values[0], numbers.Integral)
 
 
+def _checked_perm(perm, n_q: int, n_k: int) -> np.ndarray | None:
+    """A read-only int64 copy of ``perm`` (None stays None), which must be a permutation of range(n) of a square
+    mask."""
+    if perm is None:
+        return None
+    perm = np.array(perm, dtype=np.int64)
+    if n_q != n_k or perm.shape != (n_q,) or not np.array_equal(np.sort(perm), np.arange(n_q)):
+        raise ValueError(f"perm must be a permutation of range({n_q}) of a square mask; got {perm.shape} "
+                         f"for a {n_q} x {n_k} mask")
+    perm.setflags(write=False)
+    return perm
+
+
 class MaskSpec:
     """Base of every mask spec. Subclasses set ``shape`` and implement ``to_dense`` and ``_compile``."""
 
     shape: tuple[int, int, int, int]
-    perm = None
 
-    def __init__(self, shape):
+    def __init__(self, shape, perm=None):
         B, H, n_q, n_k = (int(s) for s in shape)
         if min(B, H, n_q, n_k) < 1:
             raise ValueError(f"mask shape must be positive; got {tuple(shape)}")
         self.shape = (B, H, n_q, n_k)
+        self.perm = _checked_perm(perm, n_q, n_k)
         self._plans = {}
         self._repeats = {}
 
@@ -70,8 +86,15 @@ class MaskSpec:
         return self.shape[3]
 
     def to_dense(self) -> np.ndarray:
-        """bool (B, H, n_q, n_k), True where a query attends to a key."""
+        """bool (B, H, n_q, n_k), True where a query attends to a key (in the caller's order)."""
         raise NotImplementedError
+
+    def _caller_order(self, dense):
+        """A dense mask in ``perm`` order, (..., n, n), taken back to the caller's order."""
+        if self.perm is None:
+            return dense
+        order = inverse_permutation(self.perm)  # the caller's token i sits at position order[i]
+        return dense[..., order, :][..., order]
 
     def _compile(self, tile, threads) -> BlockMask:
         raise NotImplementedError
@@ -79,10 +102,14 @@ class MaskSpec:
     def repeat_rows(self, factor: int) -> "MaskSpec | None":
         """This mask with each query row repeated ``factor`` times (row i becomes rows ``i * factor`` to
         ``i * factor + factor - 1``): the rows of GQA packing, where one tile holds the ``factor`` query heads of a
-        KV head token by token. Cached on the spec; None for kinds that do not repeat (graphs, functions)."""
+        KV head token by token. Cached on the spec; None for kinds that do not repeat (graphs, functions) and for
+        masks with a ``perm`` (the repeated rows would need an order of their own), which attention then runs
+        unpacked."""
         factor = _positive_int("factor", factor)
         if factor == 1:
             return self
+        if self.perm is not None:
+            return None
         if factor not in self._repeats:
             self._repeats[factor] = self._repeat_rows(factor)
         return self._repeats[factor]
@@ -102,13 +129,17 @@ class IntervalMask(MaskSpec):
 
     ``intervals`` is int32 ``(B, H, n_k, 4)``: per key column j (LTS, LTE, UTS, UTE); row i is masked iff
     ``LTS <= i < LTE`` or ``UTS <= i < UTE``. Build it with :func:`from_intervals` or the builders.
+
+    ``perm`` (square masks): the token order the intervals speak of, as :class:`GraphMask`'s: row and column p are
+    the caller's token ``perm[p]`` (a dilated :func:`longformer` is intervals only in an order of its own), while
+    :meth:`to_dense` and attention keep the caller's order.
     """
 
-    def __init__(self, intervals: np.ndarray, n_q: int):
+    def __init__(self, intervals: np.ndarray, n_q: int, perm=None):
         intervals = np.ascontiguousarray(intervals, dtype=np.int32)
         if intervals.ndim != 4 or intervals.shape[-1] != 4:
             raise ValueError(f"intervals must have shape (B, H, n_k, 4); got {intervals.shape}")
-        super().__init__((intervals.shape[0], intervals.shape[1], n_q, intervals.shape[2]))
+        super().__init__((intervals.shape[0], intervals.shape[1], n_q, intervals.shape[2]), perm)
         if intervals.size and (intervals.min() < 0 or intervals.max() > n_q):
             raise ValueError(f"interval rows must lie in [0, n_q={n_q}]; got [{intervals.min()}, {intervals.max()}]")
         intervals.setflags(write=False)
@@ -116,14 +147,20 @@ class IntervalMask(MaskSpec):
 
     @property
     def startend_row_indices(self) -> np.ndarray:
-        """The FlashMask-style (B, H, n_k, 4) array: LTS, LTE, UTS, UTE."""
+        """The FlashMask-style (B, H, n_k, 4) array: LTS, LTE, UTS, UTE.
+
+        Raises ValueError for a mask with a ``perm``: its intervals hold in that order only, and FlashMask, which
+        takes q, k, v in the caller's order, has no intervals for its mask."""
+        if self.perm is not None:
+            raise ValueError("this mask's intervals hold in its own token order (perm), where FlashMask's would be "
+                             "in the caller's: read .intervals with .perm, or .to_dense() for the caller's order")
         return self.intervals
 
     def to_dense(self):
         rows = np.arange(self.n_q)[:, None]
         iv = self.intervals[..., None, :, :]
         masked = ((iv[..., 0] <= rows) & (rows < iv[..., 1])) | ((iv[..., 2] <= rows) & (rows < iv[..., 3]))
-        return ~masked
+        return self._caller_order(~masked)
 
     def _repeat_rows(self, factor):
         # row p of the repeated mask is row p // factor: LTS <= p // factor < LTE  <=>  LTS * f <= p < LTE * f
@@ -133,7 +170,7 @@ class IntervalMask(MaskSpec):
         B, H, n_q, n_k = self.shape
         groups = self.intervals.reshape(B * H, n_k, 4)
         blocks = _maskprep.interval_plan(groups, n_q, *tile, threads=threads)
-        return BlockMask(self.shape, tile, blocks)
+        return BlockMask(self.shape, tile, blocks, perm=self.perm)
 
 
 def _columns(lower_start, lower_end, upper_start, upper_end, n_q) -> np.ndarray:
@@ -446,16 +483,10 @@ class GraphMask(MaskSpec):
         n = adj.shape[0]
         if adj.shape != (n, n):
             raise ValueError(f"a graph adjacency must be square; got shape {adj.shape}")
-        super().__init__((1, 1, n, n))
+        super().__init__((1, 1, n, n), perm)
         adj.sum_duplicates()
         adj.eliminate_zeros()
         self.adjacency = adj
-        if perm is not None:
-            perm = np.asarray(perm, dtype=np.int64)
-            if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
-                raise ValueError(f"perm must be a permutation of range({n})")
-            perm.setflags(write=False)
-        self.perm = perm
 
     def to_dense(self):
         return self.adjacency.toarray()[None, None]
@@ -490,17 +521,10 @@ class FunctionMask(MaskSpec):
 
     def __init__(self, mask_mod: Callable, n_q: int, n_k: int, support: Callable | None = None, cell=None,
                  perm=None):
-        super().__init__((1, 1, _positive_int("n_q", n_q), _positive_int("n_k", n_k)))
+        super().__init__((1, 1, _positive_int("n_q", n_q), _positive_int("n_k", n_k)), perm)
         self.mask_mod = mask_mod
         self.support = support
         self.cell = None if cell is None else (_positive_int("cell rows", cell[0]), _positive_int("cell cols", cell[1]))
-        if perm is not None:
-            perm = np.asarray(perm, dtype=np.int64)
-            if n_q != n_k or perm.shape != (n_q,) or not np.array_equal(np.sort(perm), np.arange(n_q)):
-                raise ValueError(f"perm must be a permutation of range({n_q}) of a square mask; got {perm.shape} "
-                                 f"for a {n_q} x {n_k} mask")
-            perm.setflags(write=False)
-        self.perm = perm
 
     def _eval(self, rows, cols):
         out = np.asarray(self.mask_mod(rows[:, None], cols[None, :]))
@@ -510,11 +534,7 @@ class FunctionMask(MaskSpec):
         return out
 
     def to_dense(self):
-        dense = self._eval(np.arange(self.n_q), np.arange(self.n_k))
-        if self.perm is not None:
-            order = np.argsort(self.perm)  # the caller's token i sits at position order[i]
-            dense = dense[order][:, order]
-        return dense[None, None]
+        return self._caller_order(self._eval(np.arange(self.n_q), np.arange(self.n_k)))[None, None]
 
     def _eval_strip(self, rows, cols, tile):
         """The predicate on rows x cols (a query-block strip and its support's key blocks): per cell and repeated
@@ -560,21 +580,6 @@ class FunctionMask(MaskSpec):
         return BlockMask(self.shape, tile, _maskprep.finish_bits(raw, n_q, n_k, tile_m, tile_n), perm=self.perm)
 
 
-def _band_support(n_q, n_k, lo, hi):
-    """Support of a band: tiles meeting ``lo <= j - i <= hi`` (with s folded into lo, hi by the caller)."""
-
-    def support(tile):
-        tile_m, tile_n = tile
-        m = np.arange(-(-n_q // tile_m))[:, None]
-        n = np.arange(-(-n_k // tile_n))[None, :]
-        # j - i over the tile spans [c0 - (r1 - 1), (c1 - 1) - r0]
-        dmin = n * tile_n - np.minimum(n_q, (m + 1) * tile_m) + 1
-        dmax = np.minimum(n_k, (n + 1) * tile_n) - 1 - m * tile_m
-        return (dmax >= lo) & (dmin <= hi)
-
-    return support
-
-
 def coarse_support(table, cell, n_q: int, n_k: int):
     """``support`` for a :class:`FunctionMask` that can be true only inside the true cells of a coarse grid
     ``table`` of ``cell = (rows, cols)``-sized cells (a block pattern, another library's block mask)."""
@@ -602,57 +607,48 @@ def from_function(mask_mod: Callable, n_q: int, n_k: int | None = None, *, suppo
     return FunctionMask(mask_mod, n_q, n_q if n_k is None else n_k, support)
 
 
-def longformer(n: int, window: int, *, global_tokens: int = 0, dilation: int = 1) -> MaskSpec:
+def longformer(n: int, window: int, *, global_tokens: int = 0, dilation: int = 1) -> IntervalMask:
     """Longformer: ``|i - j| <= window`` with ``(i - j) % dilation == 0``, plus global tokens (the first
-    ``global_tokens`` rows and columns attend and are attended everywhere). Intervals without dilation.
+    ``global_tokens`` rows and columns attend and are attended everywhere).
 
-    With dilation the plan is built in residue order: the global tokens first, then the others with
-    ``i = c (mod dilation)`` together, class by class, where each class sees a plain band of
-    ``window // dilation`` tokens either side. On long sequences that visits about ``1 / dilation`` of the tiles of
-    the natural order, most of them FULL; the kernels gather and scatter rows through the plan's ``perm``, so
-    callers keep their own order."""
+    With dilation the intervals are in residue order (``perm``): the global tokens first, then the others with
+    ``i = c (mod dilation)`` together, class by class. Inside a class consecutive positions are consecutive steps
+    ``i // dilation``, so each class sees a plain band of ``window // dilation`` positions either side: every column
+    sees the global rows and one run of rows. On long sequences that visits about ``1 / dilation`` of the tiles of
+    the natural order, most of them FULL; attention gathers and scatters rows through the plan's ``perm``, so
+    callers keep their own order.
+
+    Examples
+    --------
+    >>> spec = longformer(6, 2, global_tokens=1, dilation=2)
+    >>> spec.perm.tolist()
+    [0, 2, 4, 1, 3, 5]
+    >>> spec.to_dense()[0, 0].astype(int)
+    array([[1, 1, 1, 1, 1, 1],
+           [1, 1, 0, 1, 0, 0],
+           [1, 0, 1, 0, 1, 0],
+           [1, 1, 0, 1, 0, 1],
+           [1, 0, 1, 0, 1, 0],
+           [1, 0, 0, 1, 0, 1]])
+    """
     n = _positive_int("n", n)
     window = _positive_int("window", window, 0)
     g = _positive_int("global_tokens", global_tokens, 0)
     dilation = _positive_int("dilation", dilation)
     if g > n:
         raise ValueError(f"global_tokens={g} exceeds n={n}")
-    if dilation == 1:
-        j = np.arange(n, dtype=np.int64)
-        lower_start = np.where(j < g, n, j + window + 1)
-        upper_start = np.full(n, g)
-        upper_end = np.where(j < g, g, j - window)
-        return _single(_columns(lower_start, n, upper_start, upper_end, n), n)
-
-    perm = np.concatenate([np.arange(g)] + [np.arange(max(c, c + (g - c + dilation - 1) // dilation * dilation), n,
-                                                      dilation) for c in range(dilation)])
-    residue, step = perm % dilation, perm // dilation  # of the token at each position of that order
-
-    def mask_mod(p, r):
-        # p, r: positions in residue order; tokens i = c + dilation * t see the same class within window // dilation
-        i, j = perm[p], perm[r]
-        return ((residue[p] == residue[r]) & (np.abs(step[p] - step[r]) <= window // dilation)) | (i < g) | (j < g)
-
-    def support(tile):
-        # per tile of positions and per class: the range of steps t of its tokens that are not global; tiles meet
-        # where a class's ranges come within window // dilation, or where either holds a global token
-        tile_m, tile_n = tile
-        local = perm >= g
-
-        def ranges(size):
-            blocks = -(-n // size)
-            block = np.arange(n) // size
-            lo, hi = np.full((blocks, dilation), n), np.full((blocks, dilation), -1)
-            np.minimum.at(lo, (block[local], residue[local]), step[local])
-            np.maximum.at(hi, (block[local], residue[local]), step[local])
-            return lo, hi, np.bincount(block[~local], minlength=blocks) > 0
-
-        (rlo, rhi, rg), (klo, khi, kg) = ranges(tile_m), ranges(tile_n)
-        w = window // dilation
-        meet = ((rlo[:, None] <= khi[None] + w) & (klo[None] <= rhi[:, None] + w)).any(axis=-1)
-        return meet | rg[:, None] | kg[None, :]
-
-    return FunctionMask(mask_mod, n, n, support, perm=perm)
+    w = min(window // dilation, n)  # n spans any class already, and keeps huge windows inside int64
+    rest = np.arange(g, n)  # the tokens that are not global; in residue order they fill positions g to n - 1
+    perm = np.concatenate([np.arange(g), rest[np.argsort(rest % dilation, kind="stable")]])
+    # position p >= g: its class fills positions [start, end); its column is masked in the rows from g on that lie
+    # outside the class or more than w positions from p. Global columns (p < g) mask nothing.
+    residue = perm[g:] % dilation
+    start = g + np.searchsorted(residue, residue, side="left")
+    end = g + np.searchsorted(residue, residue, side="right")
+    lower_start = np.concatenate([np.full(g, n), np.minimum(end, rest + w + 1)])
+    upper_end = np.concatenate([np.full(g, g), np.maximum(start, rest - w)])
+    columns = _columns(lower_start, n, g, upper_end, n)
+    return IntervalMask(columns[None, None], n, None if np.array_equal(perm, np.arange(n)) else perm)
 
 
 def bigbird(n: int, block: int, window_blocks: int = 3, global_blocks: int = 2, random_blocks: int = 3,
@@ -802,7 +798,10 @@ def stack(specs: Sequence[MaskSpec]) -> MaskSpec:
     if len(shapes) != 1 or next(iter(shapes))[0] != 1:
         raise ValueError(f"stack needs specs of one shape with B=1; got {sorted(shapes)}")
     if kinds <= {IntervalMask}:
-        return IntervalMask(np.concatenate([s.intervals for s in specs]), specs[0].n_q)
+        perm = specs[0].perm
+        if any(not np.array_equal(s.perm, perm) for s in specs):  # a plan has one token order for every sample
+            raise ValueError("stack needs interval specs of one token order (perm); these have different ones")
+        return IntervalMask(np.concatenate([s.intervals for s in specs]), specs[0].n_q, perm)
     if all(isinstance(s, DenseMask) for s in specs):
         return DenseMask(np.concatenate([np.asarray(s.mask) for s in specs]))
     raise TypeError(f"stack takes interval or dense specs of one kind; got {sorted(k.__name__ for k in kinds)}")

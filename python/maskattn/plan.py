@@ -28,6 +28,13 @@ def check_tile(tile) -> tuple[int, int]:
     return tile_m, tile_n
 
 
+def inverse_permutation(perm: np.ndarray) -> np.ndarray:
+    """``argsort(perm)`` of a permutation, by one scatter instead of a sort (a tenth of the time at 16k)."""
+    inverse = np.empty_like(perm)
+    inverse[perm] = np.arange(perm.size)
+    return inverse
+
+
 @functools.lru_cache(maxsize=None)
 def default_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
@@ -64,7 +71,8 @@ class BlockMask:
     interval_minmax : int32 (G, n_nblocks, 8) or None
         min and max of LTS, LTE, UTS, UTE over each key block's columns.
     perm : int64 (n,) or None
-        Graph plans: the plan is of the mask with rows and columns in this order.
+        Plans in a token order of their own (reordered graphs, dilated Longformer): the plan is of the mask with rows
+        and columns in this order (intervals too speak of positions in it).
     inverse_perm : int64 (n,) or None
         ``argsort(perm)``: taking rows of plan-order results at ``inverse_perm`` gives the caller's order.
     m_order : int32 (G, n_mblocks)
@@ -86,7 +94,7 @@ class BlockMask:
         self.buffer, self.layout = arrays.buffer, arrays.layout
         self.buffer.setflags(write=False)
         self.perm = perm
-        self.inverse_perm = None if perm is None else np.argsort(perm)
+        self.inverse_perm = None if perm is None else inverse_permutation(perm)
         if arrays.partial_count == 0:
             self.payload = "none"
         else:
@@ -175,7 +183,7 @@ class BlockMask:
         return zip(self.col_idx[lo:hi].tolist(), self.kind[lo:hi].tolist(), payload.tolist())
 
     def to_dense(self) -> np.ndarray:
-        """The mask this plan encodes, bool (B, H, n_q, n_k) (in ``perm`` order for graph plans)."""
+        """The mask this plan encodes, bool (B, H, n_q, n_k) (in ``perm`` order where the plan has one)."""
         dense = np.zeros(self.shape, bool)
         flat = dense.reshape(self.groups, *self.shape[2:])
         for g in range(self.groups):
@@ -259,8 +267,8 @@ class BlockMask:
         return to_flex_block_mask(self, device)
 
     def equals(self, other: "BlockMask") -> bool:
-        """Same shape, tile and entries, and the same mask inside every PARTIAL tile."""
-        if (self.shape, self.tile) != (other.shape, other.tile):
+        """Same shape, tile, token order (``perm``) and entries, and the same mask inside every PARTIAL tile."""
+        if (self.shape, self.tile) != (other.shape, other.tile) or not np.array_equal(self.perm, other.perm):
             return False
         for name in ("row_ptr", "col_idx", "kind", "col_ptr", "row_idx", "bwd_kind"):
             if not np.array_equal(getattr(self, name), getattr(other, name)):

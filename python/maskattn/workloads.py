@@ -17,8 +17,10 @@ from . import masks
 
 NAMES = ("full", "causal", "swa", "sink_swa", "doc_causal", "doc_prefix", "shared_question", "vlm",
          "lf_dilated", "lf_global", "bigbird", "graph", "graph_rcm", "medusa")
-INTERVAL_NAMES = ("causal", "swa", "sink_swa", "doc_causal", "doc_prefix", "shared_question", "vlm", "lf_global")
-BITS_NAMES = ("lf_dilated", "bigbird", "graph", "graph_rcm", "medusa")
+# by the payload of their plans (lf_dilated: intervals in residue order, through the plan's perm)
+INTERVAL_NAMES = ("causal", "swa", "sink_swa", "doc_causal", "doc_prefix", "shared_question", "vlm", "lf_dilated",
+                  "lf_global")
+BITS_NAMES = ("bigbird", "graph", "graph_rcm", "medusa")
 MEDUSA_PREFIX = 4096
 
 
