@@ -16,11 +16,13 @@
 // keys; at the end they merge through shared memory as splits merge, so that every warp computes. Per listed key
 // block: S = Q K^T (mma.sync m16n8k16, fp32 accumulate), the mask of PARTIAL tiles (intervals or bits) and of keys
 // past n_k, online softmax in exp2, and O += P V with P taken from the S accumulators as the A operand. K and V
-// tiles are double-buffered with cp.async: block e + 1 loads while block e computes.
+// tiles go through a ring of STAGES buffers filled with cp.async: blocks e + 1 .. e + STAGES - 1 load while block e
+// computes (two stages for the training tiles; three for the single-token decode tile, which has one CTA per SM
+// and nothing to compute but the stream).
 //
 //
 // Template knobs (the Python side names them in name_expressions): T (half_t | bf16_t), D (head dim), TILE_M,
-// TILE_N, WARPS, MASK (MASK_NONE: FULL-only plans, MASK_INTERVALS, MASK_BITS). The #ifndef defaults below
+// TILE_N, WARPS, STAGES, MASK (MASK_NONE: FULL-only plans, MASK_INTERVALS, MASK_BITS). The #ifndef defaults below
 // configure the one instantiation nvcc builds when this file is compiled alone with -DMASKATTN_INSTANTIATE.
 #include "common.cuh"
 #include "mask.cuh"
@@ -41,6 +43,9 @@
 #ifndef MASKATTN_WARPS
 #define MASKATTN_WARPS 8
 #endif
+#ifndef MASKATTN_STAGES
+#define MASKATTN_STAGES 2
+#endif
 #ifndef MASKATTN_MASK
 #define MASKATTN_MASK MASK_NONE
 #endif
@@ -55,7 +60,7 @@ namespace maskattn {
 template <int D, int MT>
 constexpr bool Q_IN_REGISTERS = MT == 1 && D <= 128;
 
-template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int MASK, bool PERM>
+template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int STAGES, int MASK, bool PERM>
 __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
     float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
@@ -71,6 +76,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % 16 == 0 && D % 16 == 0, "tile_n and the head dim are multiples of 16");
+  static_assert(STAGES >= 2, "a ring of at least two K/V stages");
   using Ops = Dtype<T>;
   constexpr int THREADS = WARPS * 32;
   constexpr int ROW_WARPS = TILE_M / 16 < WARPS ? TILE_M / 16 : WARPS;  // warps stacked over the rows
@@ -88,11 +94,11 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   constexpr int DB = D / 8;       // n8 fragments of O per row tile
   constexpr int TILE_ELEMS = TILE_N * STRIDE;
 
-  // dynamic shared memory: (TILE_M + 4 * TILE_N) * STRIDE elements (Q, then two stages of K and V)
+  // dynamic shared memory: (TILE_M + 2 * STAGES * TILE_N) * STRIDE elements (Q, then the stages of K and V)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sK = sQ + TILE_M * STRIDE;  // [2][TILE_N][STRIDE]
-  T* sV = sK + 2 * TILE_ELEMS;   // [2][TILE_N][STRIDE]
+  T* sK = sQ + TILE_M * STRIDE;       // [STAGES][TILE_N][STRIDE]
+  T* sV = sK + STAGES * TILE_ELEMS;   // [STAGES][TILE_N][STRIDE]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int warp_m = warp / KEY_WARPS, warp_key0 = warp % KEY_WARPS * WARP_KEYS;  // row tile; first key in a block
@@ -123,9 +129,12 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
 
   const PackedRows q_rows{pack, q_sh, q_sn, perm};
   load_rows_async<TILE_M, D, THREADS>(sQ, gQ, [&](int r) { return q_rows(row0 + r); }, rows - row0, tid);
-  int n_block = e_begin < e_end ? col_idx[e_begin] : 0;
-  if (e_begin < e_end) load_kv(n_block, 0);
-  cp_async_commit();
+  // the first STAGES - 1 key blocks, one commit group each (empty past the row's end): group i holds block e_begin + i
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; ++i) {
+    if (e_begin + i < e_end) load_kv(col_idx[e_begin + i], i);
+    cp_async_commit();
+  }
 
   // per-lane ldmatrix offsets (elements): A of Q, B of K (two n8 blocks), B of V transposed (two n8 blocks)
   const int q_lane = (warp_m * WARP_ROWS + (lane & 15)) * STRIDE + (lane >> 4) * 8;
@@ -145,18 +154,18 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) softmax[mt].init();
 
-  // One barrier per key block: after it, block e has landed for every thread and every warp is done with block
-  // e - 1, so block e + 1 can go into that stage while block e computes.
-  for (long long e = e_begin; e < e_end; ++e) {
-    const int stage = (e - e_begin) & 1;
-    const int next_block = e + 1 < e_end ? col_idx[e + 1] : -1;
+  // One barrier per key block: after it, block e has landed for every thread (at most STAGES - 2 later groups are
+  // pending) and every warp is done with block e - 1, so block e + STAGES - 1 can go into that block's stage while
+  // block e computes.
+  int stage = 0;
+  for (long long e = e_begin; e < e_end; ++e, stage = stage + 1 == STAGES ? 0 : stage + 1) {
+    const int n_block = col_idx[e];
+    const int ahead = e + STAGES - 1 < e_end ? col_idx[e + STAGES - 1] : -1;
     const bool partial = MASK != MASK_NONE && kind[e] == KIND_PARTIAL;
-    cp_async_wait<0>();
+    cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (next_block >= 0) {
-      load_kv(next_block, stage ^ 1);
-      cp_async_commit();
-    }
+    if (ahead >= 0) load_kv(ahead, stage == 0 ? STAGES - 1 : stage - 1);
+    cp_async_commit();  // every iteration, empty or not, so that group counts follow key blocks
     if constexpr (Q_REGS) {
       if (e == e_begin) {
 #pragma unroll
@@ -261,7 +270,6 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
         }
       }
     }
-    n_block = next_block;
   }
 
   // Epilogue: normalise; splits store float32 partials straight from registers, the whole row list stages this
@@ -276,7 +284,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     // Each key warp writes its rows' O (normalised over its keys) and LSE in float32 to shared memory (Q, K and V
     // are done with), [key warp][row in tile][D] and [key warp][row in tile]; then each thread merges four columns
     // of a row as combine_kernel merges splits, into O and LSE or into this split's partials.
-    static_assert(MT == 1 && KEY_WARPS * TILE_M * (D + 1) * 4 <= (TILE_M + 4 * TILE_N) * STRIDE * 2,
+    static_assert(MT == 1 && KEY_WARPS * TILE_M * (D + 1) * 4 <= (TILE_M + 2 * STAGES * TILE_N) * STRIDE * 2,
                   "one row tile per warp; the key warps' float32 rows fit in the shared memory of Q, K and V");
     float* s_lse = reinterpret_cast<float*>(smem);  // [KEY_WARPS][TILE_M]
     float* s_part = s_lse + KEY_WARPS * TILE_M;     // [KEY_WARPS][TILE_M][D], 16-byte aligned
@@ -441,7 +449,7 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_instance = reinterpret_cast<void*>(
     &maskattn::fwd_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_TILE_M, MASKATTN_TILE_N,
-                          MASKATTN_WARPS, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
+                          MASKATTN_WARPS, MASKATTN_STAGES, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
 void* maskattn_combine_instance =
     reinterpret_cast<void*>(&maskattn::combine_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM>);
 #endif

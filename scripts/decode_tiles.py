@@ -18,7 +18,8 @@ from maskattn.bench import _copy_bandwidth, graph_ms
 B, H, Hk, D = 8, 32, 8, 128
 PACK = H // Hk
 # (decode configuration, split counts to force; None: the heuristic's)
-CASES = (((64, 64, 4), (None,)), ((16, 64, 4), (None, 4, 8)), ((16, 128, 8), (None, 4)))
+CASES = (((64, 64, 4, 2), (None,)), ((16, 64, 4, 2), (None, 4)), ((16, 128, 8, 2), (None, 4)),
+         ((16, 128, 8, 3), (None, 4)))
 
 
 def main():

@@ -84,7 +84,8 @@ def forward_rows(rng, variants):
     # the mma.sync kernel beside the wgmma one where Hopper runs the latter ("mma" forces it)
     cases += [(f"{name} mma.sync", spec, B, H, D, dtype, "mma") for name, spec, B, H, D, dtype, _ in cases[:2]]
     if variants:
-        for name, D, config in (("full", 128, (128, 64, 4)), ("full", 128, (64, 64, 4)), ("full", 64, (64, 128, 4))):
+        for name, D, config in (("full", 128, (128, 64, 4, 2)), ("full", 128, (64, 64, 4, 2)),
+                                ("full", 64, (64, 128, 4, 2))):
             cases.append((f"{name} {config}", masks.full(8192), 2, 16, D, BF16, config))
     shipped = {d: c for d, c in _cuda._FWD_CONFIGS.items()}
     rows = []

@@ -22,17 +22,18 @@ ARCHS_OF = {"fwd_sm90.cu": ("sm_90a",), "bwd_sm90.cu": ("sm_90a",)}  # wgmma and
 # Per source, the configurations to build (-D knobs) and whether ptxas must report no local-memory spills.
 _FWD_MAIN = [  # the training tile and the single-token decode tile (key warps)
     ({"MASKATTN_DTYPE": dtype, "MASKATTN_HEAD_DIM": d, "MASKATTN_TILE_M": m, "MASKATTN_TILE_N": n,
-      "MASKATTN_WARPS": w, "MASKATTN_MASK": mask}, True)
-    for dtype, d, mask, (m, n, w) in itertools.product(("half_t", "bf16_t"), (64, 128),
-                                                       ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"),
-                                                       ((128, 128, 8), (16, 128, 8)))
+      "MASKATTN_WARPS": w, "MASKATTN_STAGES": stages, "MASKATTN_MASK": mask}, True)
+    for dtype, d, mask, (m, n, w, stages) in itertools.product(("half_t", "bf16_t"), (64, 128),
+                                                               ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"),
+                                                               ((128, 128, 8, 2), (16, 128, 8, 3)))
 ]
 _FWD_OTHER = [
     ({"MASKATTN_DTYPE": "half_t", "MASKATTN_HEAD_DIM": d, "MASKATTN_TILE_M": 128, "MASKATTN_TILE_N": n,
       "MASKATTN_WARPS": w, "MASKATTN_MASK": "MASK_BITS"}, False)
     for d, n, w in ((32, 128, 8), (96, 128, 8), (192, 64, 8), (256, 64, 8), (64, 64, 4), (128, 64, 4))
 ] + [({"MASKATTN_DTYPE": "half_t", "MASKATTN_HEAD_DIM": d, "MASKATTN_TILE_M": 16, "MASKATTN_TILE_N": 128,
-       "MASKATTN_WARPS": 8, "MASKATTN_MASK": "MASK_BITS"}, False) for d in (32, 96, 192)]
+       "MASKATTN_WARPS": 8, "MASKATTN_STAGES": stages, "MASKATTN_MASK": "MASK_BITS"}, False)
+     for d, stages in ((32, 3), (96, 3), (192, 2))]
 _BWD_MAIN = [
     ({"MASKATTN_DTYPE": dtype, "MASKATTN_HEAD_DIM": d, "MASKATTN_TILE_M": 128, "MASKATTN_TILE_N": 128,
       "MASKATTN_MASK": mask}, True)

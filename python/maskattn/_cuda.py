@@ -33,27 +33,28 @@ __all__ = ["HEAD_DIMS", "DECODE_ROWS", "MAX_SPLITS", "tile_for", "device_plan", 
 
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 
-# Per head dim, forward configurations (tile_m, tile_n, warps) in order of preference; the first whose shared
-# memory fits the device is used. Each warp owns tile_m / warps query rows: 16 here (32-row warps, e.g.
+# Per head dim, forward configurations (tile_m, tile_n, warps, K/V stages) in order of preference; the first whose
+# shared memory fits the device is used. Each warp owns tile_m / warps query rows: 16 here (32-row warps, e.g.
 # (128, 64, 4), are correct too but spill a little and were no faster on the H100). `nvcc -arch=sm_90 -Xptxas -v`,
 # bf16, registers for mask none / intervals / bits, no spills; shared memory per CTA:
 #   32: 133/127/134, 51200 B   64: 182/173/174, 92160 B   96: 222/238/230, 133120 B
 #   128: 242/246/242, 174080 B   192 (tile_n 64): 216/226/220, 153600 B   256 (tile_n 64): 255/250/250, 202752 B
 _FWD_CONFIGS = {
-    32: ((128, 128, 8),),
-    64: ((128, 128, 8),),
-    96: ((128, 128, 8),),
-    128: ((128, 128, 8), (128, 64, 8)),
-    192: ((128, 64, 8),),
-    256: ((128, 64, 8),),
+    32: ((128, 128, 8, 2),),
+    64: ((128, 128, 8, 2),),
+    96: ((128, 128, 8, 2),),
+    128: ((128, 128, 8, 2), (128, 64, 8, 2)),
+    192: ((128, 64, 8, 2),),
+    256: ((128, 64, 8, 2),),
 }
 # Few query rows (decode, tree verification, GQA-packed tokens), forward only (the backward takes the training tiles
 # above); for a plan's rows, the first that holds them and fits the device. Up to 16 rows (single-token decode with
 # GQA packing): 16 x 128 tiles whose 8 warps split each key block (fwd.cu's key warps, 16 keys each), so that all of
-# them compute: 3-4% faster than 64 x 64 tiles, where one warp holds every row (docs/performance.md). Up to 64 rows
-# (tree verification): 64 x 64 tiles, 4 warps over the rows, two CTAs per SM.
+# them compute: 3-4% faster than 64 x 64 tiles, where one warp holds every row (docs/performance.md); with three K/V
+# stages where they fit (one CTA per SM streams two key blocks ahead), else two. Up to 64 rows (tree verification):
+# 64 x 64 tiles, 4 warps over the rows, two CTAs per SM.
 # Registers (bf16, bits, sm_90): (16, 128) d=64 116, d=128 161; (64, 64) d=64 143, d=128 206.
-_DECODE_CONFIGS = ((16, 128, 8), (64, 64, 4))
+_DECODE_CONFIGS = ((16, 128, 8, 3), (16, 128, 8, 2), (64, 64, 4, 2))
 DECODE_ROWS = max(config[0] for config in _DECODE_CONFIGS)
 MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
 _SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
@@ -88,10 +89,10 @@ def _check_head_dim(head_dim) -> int:
     return int(head_dim)
 
 
-def fwd_smem_bytes(head_dim: int, tile) -> int:
-    """Dynamic shared memory of the forward kernel: Q plus two stages of K and V, rows padded by 8 elements."""
-    tile_m, tile_n = tile
-    return (tile_m + 4 * tile_n) * (head_dim + 8) * 2
+def fwd_smem_bytes(head_dim: int, config) -> int:
+    """Dynamic shared memory of the forward kernel: Q plus the stages of K and V, rows padded by 8 elements."""
+    tile_m, tile_n, _, stages = config
+    return (tile_m + 2 * stages * tile_n) * (head_dim + 8) * 2
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,25 +111,28 @@ def _current_device() -> int | None:
         return None
 
 
-def _fwd_config(head_dim: int, device: int | None) -> tuple[int, int, int]:
+def _fwd_config(head_dim: int, device: int | None) -> tuple[int, int, int, int]:
     """The training configuration: the first of _FWD_CONFIGS whose shared memory the device allows."""
     limit = _smem_optin(device)
     for config in _FWD_CONFIGS[head_dim]:
-        if fwd_smem_bytes(head_dim, config[:2]) <= limit:
+        if fwd_smem_bytes(head_dim, config) <= limit:
             return config
-    need = min(fwd_smem_bytes(head_dim, c[:2]) for c in _FWD_CONFIGS[head_dim])
+    need = min(fwd_smem_bytes(head_dim, c) for c in _FWD_CONFIGS[head_dim])
     raise ValueError(f"head_dim {head_dim} needs {need} bytes of shared memory per block; this device allows {limit}")
 
 
 def _decode_configs(head_dim: int, device: int | None) -> tuple:
     """The few-rows configurations whose shared memory the device allows, smallest tile first."""
     limit = _smem_optin(device)
-    return tuple(c for c in _DECODE_CONFIGS if fwd_smem_bytes(head_dim, c[:2]) <= limit)
+    return tuple(c for c in _DECODE_CONFIGS if fwd_smem_bytes(head_dim, c) <= limit)
 
 
 def _fwd_configs(head_dim: int, device: int | None) -> dict:
-    """Forward configurations by tile: the few-rows ones and the training one."""
-    return {config[:2]: config for config in (*_decode_configs(head_dim, device), _fwd_config(head_dim, device))}
+    """Forward configurations by tile: the few-rows ones and the training one (per tile the first that fits)."""
+    configs = {}
+    for config in (*_decode_configs(head_dim, device), _fwd_config(head_dim, device)):
+        configs.setdefault(config[:2], config)
+    return configs
 
 
 def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None = None) -> tuple[int, int]:
@@ -221,9 +225,9 @@ def _source_dir():
 
 def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: bool = False) -> str:
     """perm: the instantiation for plans with a node order (the others compile without the row lookups)."""
-    tile_m, tile_n, warps = config
-    return (f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, maskattn::{mask_mode}, "
-            f"{str(perm).lower()}>")
+    tile_m, tile_n, warps, stages = config
+    return (f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, {stages}, "
+            f"maskattn::{mask_mode}, {str(perm).lower()}>")
 
 
 def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False) -> str:
@@ -240,10 +244,10 @@ def nvrtc_options(src) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int], mask_mode: str, device_id: int,
+def _fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int, int], mask_mode: str, device_id: int,
                 perm: bool = False):
     kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode, perm))
-    smem = fwd_smem_bytes(head_dim, config[:2])
+    smem = fwd_smem_bytes(head_dim, config)
     if smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = smem
     return kernel, smem

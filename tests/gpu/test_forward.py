@@ -70,7 +70,8 @@ def test_layout_and_kv_heads(family, dtype_name, head_dim, Hk, layout, rng):
 
 
 @pytest.mark.parametrize("head_dim, config", [
-    (32, (128, 128, 4)), (64, (128, 64, 4)), (96, (128, 64, 4)), (128, (128, 64, 4)), (128, (128, 64, 8)),
+    (32, (128, 128, 4, 2)), (64, (128, 64, 4, 2)), (96, (128, 64, 4, 2)), (128, (128, 64, 4, 2)),
+    (128, (128, 64, 8, 2)), (64, (128, 64, 4, 3)),
 ])
 @pytest.mark.parametrize("family", ["sliding_window_sinks", "dense_random"])
 def test_config_variants(family, head_dim, config, rng, monkeypatch):
