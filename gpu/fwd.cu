@@ -64,6 +64,9 @@ template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int STAGES, int 
 __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
     float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
+    // per batch the number of keys to see, keys j >= key_lens[b] masked besides the plan (a KV cache's valid
+    // lengths, flash_attn_with_kvcache's cache_seqlens); null: all n_k
+    const int* __restrict__ key_lens,
     // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
     long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
     long long v_sh, long long v_sn, long long o_sb, long long o_sh, long long o_sn,
@@ -106,8 +109,10 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const int head_groups = heads / pack;
   const int b = blockIdx.y / head_groups, h = blockIdx.y % head_groups * pack;  // h: the CTA's first query head
   const int rows = n_q * pack;
+  const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
   const int group = b * group_sb + h * group_sh;
-  const int m_block = m_order[(long long)group * n_mblocks + blockIdx.x];
+  // one query block (decode): its order is known, and the key loads wait on one dependent read fewer
+  const int m_block = n_mblocks == 1 ? 0 : m_order[(long long)group * n_mblocks + blockIdx.x];
   const int row0 = m_block * TILE_M;
   const int warp_row0 = row0 + warp_m * WARP_ROWS;
   const bool warp_active = warp_row0 < rows;  // warps wholly past the rows only help load and synchronise
@@ -117,22 +122,36 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const T* gK = k + b * k_sb + kv_head * k_sh;
   const T* gV = v + b * v_sb + kv_head * v_sh;
   const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
-  const long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
+  long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
+  if (key_lens != nullptr && row_len > 0) {
+    // Key blocks ascend along a row. Where they run without a gap (decode over a cache: 0, 1, 2, ...), those
+    // holding keys below the bound are a prefix of known length: the splits share that prefix, not the whole row.
+    const int first = col_idx[row_begin], last = col_idx[row_begin + row_len - 1];
+    const long long below = (keys + TILE_N - 1) / TILE_N - first;  // blocks first .. first + below - 1
+    if (last - first == row_len - 1) row_len = max(0LL, min(row_len, below));
+  }
   const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
   const long long e_end = row_begin + row_len * (blockIdx.z + 1) / num_splits;
 
   auto load_kv = [&](int n_block, int stage) {
     const int key0 = n_block * TILE_N;
-    load_rows_async<TILE_N, D, THREADS>(sK + stage * TILE_ELEMS, gK, TokenRows{perm, k_sn, key0}, n_k - key0, tid);
-    load_rows_async<TILE_N, D, THREADS>(sV + stage * TILE_ELEMS, gV, TokenRows{perm, v_sn, key0}, n_k - key0, tid);
+    load_rows_async<TILE_N, D, THREADS>(sK + stage * TILE_ELEMS, gK, TokenRows{perm, k_sn, key0}, keys - key0, tid);
+    load_rows_async<TILE_N, D, THREADS>(sV + stage * TILE_ELEMS, gV, TokenRows{perm, v_sn, key0}, keys - key0, tid);
   };
 
   const PackedRows q_rows{pack, q_sh, q_sn, perm};
   load_rows_async<TILE_M, D, THREADS>(sQ, gQ, [&](int r) { return q_rows(row0 + r); }, rows - row0, tid);
-  // the first STAGES - 1 key blocks, one commit group each (empty past the row's end): group i holds block e_begin + i
+  // Key block e is loaded only if it holds keys below the bound (blocks ascend along a row, so the first that does
+  // not ends the row). The first STAGES - 1 go in one commit group each (empty past the row's end or the keys):
+  // group i holds block e_begin + i.
+  auto block_to_load = [&](long long e) {
+    const int n_block = e < e_end ? col_idx[e] : -1;
+    return n_block >= 0 && n_block * TILE_N < keys ? n_block : -1;
+  };
 #pragma unroll
   for (int i = 0; i < STAGES - 1; ++i) {
-    if (e_begin + i < e_end) load_kv(col_idx[e_begin + i], i);
+    const int n_block = block_to_load(e_begin + i);
+    if (n_block >= 0) load_kv(n_block, i);
     cp_async_commit();
   }
 
@@ -160,7 +179,8 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   int stage = 0;
   for (long long e = e_begin; e < e_end; ++e, stage = stage + 1 == STAGES ? 0 : stage + 1) {
     const int n_block = col_idx[e];
-    const int ahead = e + STAGES - 1 < e_end ? col_idx[e + STAGES - 1] : -1;
+    if (n_block * TILE_N >= keys) break;  // this block and the rest of the row lie past the keys
+    const int ahead = block_to_load(e + STAGES - 1);
     const bool partial = MASK != MASK_NONE && kind[e] == KIND_PARTIAL;
     cp_async_wait<STAGES - 2>();
     __syncthreads();
@@ -212,7 +232,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
       }
 
       const int col0 = n_block * TILE_N + warp_key0 + 2 * t_lane;
-      const bool past_keys = (n_block + 1) * TILE_N > n_k;
+      const bool past_keys = (n_block + 1) * TILE_N > keys;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int tile_row0 = warp_row0 + mt * 16;  // first global row of this m16 tile
@@ -230,7 +250,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
                                   tile_row0 - row0 + g_lane, t_lane, warp_key0);
           }
         }
-        if (past_keys) mask_key_bound(s[mt], col0, n_k);
+        if (past_keys) mask_key_bound(s[mt], col0, keys);
 
         float rescale[2];
         softmax[mt].update(s[mt], scale_log2, rescale);

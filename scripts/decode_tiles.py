@@ -1,7 +1,8 @@
 """Single-token decode (B = 8, 32 query heads over 8 KV heads, D = 128, bf16) per decode tile and split count: GPU
 time per call in a CUDA graph (maskattn.bench.graph_ms) and its % of the device-to-device copy bandwidth, beside
 SDPA without a mask; the output is checked against SDPA. Decode tiles are taken from _cuda._DECODE_CONFIGS'
-alternatives by overriding it, so that every configuration runs in one process.
+alternatives by overriding it, so that every configuration runs in one process. Last per cache size: the public call
+with run-time cache lengths (cache_seqlens) covering the whole cache, then half of it.
 
     python3 scripts/decode_tiles.py [--cache 4096 16384 65536]
 """
@@ -12,6 +13,7 @@ import cupy as cp
 import torch
 import torch.nn.functional as F
 
+import maskattn
 from maskattn import _cuda, compile_mask, masks
 from maskattn.bench import _copy_bandwidth, graph_ms
 
@@ -59,6 +61,14 @@ def main():
                 report(str(config), launch.num_splits,
                        lambda: launch(torch.cuda.current_stream().cuda_stream, *addresses), out)
         _cuda._DECODE_CONFIGS = shipped
+        # the public call with run-time cache lengths (one plan for the capacity): all of it, then half of it
+        for fraction in (1, 2):
+            lens = torch.full((B,), n_k // fraction, dtype=torch.int32, device="cuda")
+            out = maskattn.attention(q, k, v, cache_seqlens=lens)
+            if fraction == 1:
+                report("cache_seqlens", "auto", lambda: maskattn.attention(q, k, v, cache_seqlens=lens), out)
+            else:  # reads half the cache: bandwidth counted on the whole cache's bytes, so ~2x the % is the rate
+                report("cache_seqlens/2", "auto", lambda: maskattn.attention(q, k, v, cache_seqlens=lens))
 
 
 if __name__ == "__main__":

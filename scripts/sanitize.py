@@ -8,7 +8,7 @@ runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kerne
 the atomic case the mma.sync dK/dV kernel with atomic dQ); plans in an order of their own, of intervals and of bits
 (rows gathered through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward
 (GQA packing, the 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training
-tile); and the GPU dense-mask classifier.
+tile; per-sample key bounds, cache_seqlens); and the GPU dense-mask classifier.
 """
 
 import cupy as cp
@@ -46,9 +46,11 @@ for name, spec, dtype, D in cases:
     print(name, "forward and backward ran")
 q = cp.asarray(rng.standard_normal((2, 8, 3, 64)).astype(np.float16))
 k, v = (cp.asarray(rng.standard_normal((2, 2, n_k, 64)).astype(np.float16)) for _ in range(2))
+lens = cp.asarray([n_k - 200, 0], dtype=np.int32)  # cache_seqlens: keys past each bound are neither read nor seen
 for splits in (None, 1, 5):
     maskattn.attention(q, k, v, masks.kv_cache(3, [n_k, 100], n_k=n_k), num_splits=splits)
     maskattn.attention(q, k, v, masks.from_dense(rng.random((3, n_k)) < 0.5), num_splits=splits)
+    maskattn.attention(q[:, :, :1], k, v, num_splits=splits, cache_seqlens=lens)
 for D in (64, 96):  # split-KV on the training tile: the wgmma forward on Hopper, the mma.sync one
     q = cp.asarray(rng.standard_normal((1, 2, 150, D)).astype(np.float16))
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))

@@ -70,3 +70,49 @@ def test_cpu_backend_accepts_num_splits():
         alone = maskattn.attention(q[b:b + 1], k[b:b + 1, :, :length], v[b:b + 1, :, :length],
                                    masks.causal(3, length))
         np.testing.assert_allclose(base[b:b + 1], alone, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_q, mask", [(1, None), (3, "causal"), (4, "window")])
+def test_cache_seqlens_bound_the_keys(n_q, mask):
+    """cache_seqlens masks keys j >= cache_seqlens[b] besides the mask: with one new token and no mask, each sample
+    equals attention over its own cache; in general, the dense float64 softmax of mask & (j < length)."""
+    rng = np.random.default_rng(n_q)
+    B, H, Hk, n_k, D = 4, 6, 2, 333, 16
+    lengths = np.array([333, 1, 0, 200])
+    q = rng.standard_normal((B, H, n_q, D))
+    k, v = (rng.standard_normal((B, Hk, n_k, D)) for _ in range(2))
+    spec = {None: None, "causal": masks.causal(n_q, n_k),
+            "window": masks.sliding_window(n_q, n_k, left=50, sinks=3)}[mask]
+    out, lse = maskattn.attention(q, k, v, spec, cache_seqlens=lengths, return_lse=True)
+    dense = np.ones((n_q, n_k), bool) if spec is None else spec.to_dense()[0, 0]
+    for b, length in enumerate(lengths):
+        visible = dense & (np.arange(n_k) < length)
+        kk, vv = (np.repeat(x[b], H // Hk, axis=0) for x in (k, v))
+        s = np.where(visible, q[b] @ kk.transpose(0, 2, 1) / np.sqrt(D), -np.inf)
+        top = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
+        p = np.exp(s - np.where(np.isfinite(top), top, 0))
+        total = p.sum(axis=-1, keepdims=True)
+        ref = np.where(total > 0, p @ vv / np.where(total > 0, total, 1), 0)
+        ref_lse = np.where(total[..., 0] > 0, np.log(np.where(total > 0, total, 1))[..., 0] + top[..., 0], -np.inf)
+        np.testing.assert_allclose(out[b], ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(np.isinf(lse[b]), np.isinf(ref_lse))
+        np.testing.assert_allclose(lse[b][np.isfinite(ref_lse)], ref_lse[np.isfinite(ref_lse)], rtol=1e-12)
+        if spec is None and length > 0:
+            alone = maskattn.attention(q[b:b + 1], k[b:b + 1, :, :length], v[b:b + 1, :, :length])
+            np.testing.assert_allclose(out[b:b + 1], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_cache_seqlens_checks():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 2, 1, 8))
+    k, v = (rng.standard_normal((2, 2, 40, 8)) for _ in range(2))
+    with pytest.raises(ValueError, match=r"shape \(2,\)"):
+        maskattn.attention(q, k, v, cache_seqlens=np.array([3]))
+    with pytest.raises(ValueError, match="integer"):
+        maskattn.attention(q, k, v, cache_seqlens=np.array([3.0, 4.0]))
+    with pytest.raises(ValueError, match=r"\[0, n_k=40\]"):
+        maskattn.attention(q, k, v, cache_seqlens=np.array([3, 41]))
+    dilated = masks.longformer(40, 8, dilation=2)  # a plan with a node order
+    q40 = rng.standard_normal((2, 2, 40, 8))
+    with pytest.raises(ValueError, match="node order"):
+        maskattn.attention(q40, k, v, dilated, cache_seqlens=np.array([3, 4]))

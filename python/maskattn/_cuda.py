@@ -408,7 +408,8 @@ def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int)
     return next(s for s in candidates if efficiency[s] >= 0.85 * best)
 
 
-def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None, pack: int = 1):
+def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None, pack: int = 1,
+            key_lens=None):
     """Block-sparse attention forward on CuPy arrays: softmax(scale * q k^T, masked by the plan) v.
 
     Parameters
@@ -430,6 +431,10 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
     pack : int
         GQA packing: each CTA serves ``pack`` query heads of one KV head, rows token-major; the plan must then be
         of shape (1 or B, 1, n_q * pack, n_k): the mask's rows each repeated ``pack`` times.
+    key_lens : cupy.ndarray (B,) int32, optional
+        Per batch the number of keys to see: keys ``j >= key_lens[b]`` are masked besides the plan (a KV cache's
+        valid lengths; values past n_k count as n_k). Key blocks past the bound are not read. Runs the mma.sync
+        kernel (``fwd_kernel``), on Hopper too; not for plans with a node order.
 
     Returns
     -------
@@ -438,26 +443,40 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
         Natural-log log-sum-exp of the scaled, masked scores; -inf (with out 0) where a row sees no key.
     """
     cupy = _cupy()
-    launch = forward_launch(q, k, v, plan, scale, out, num_splits=num_splits, pack=pack)
+    if key_lens is not None:
+        _check_key_lens(key_lens, q)
+    launch = forward_launch(q, k, v, plan, scale, out, num_splits=num_splits, pack=pack,
+                            bounded=key_lens is not None)
     with launch.device:
         if out is None:
             out = cupy.empty(launch.out_shape, dtype=launch.dtype)
         lse = cupy.empty(launch.lse_shape, dtype=np.float32)
         parts = [cupy.empty(shape, dtype=np.float32) for shape in launch.part_shapes]
         launch(cupy.cuda.get_current_stream().ptr, q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, lse.data.ptr,
-               *(p.data.ptr for p in parts))
+               *(p.data.ptr for p in parts), key_lens=0 if key_lens is None else key_lens.data.ptr)
     return out, lse
 
 
+def _check_key_lens(key_lens, q):
+    """key_lens must be the (B,) int32 CuPy array fwd_kernel reads, on q's device."""
+    cupy = _cupy()
+    if type(key_lens) is not cupy.ndarray or key_lens.dtype != np.int32 or key_lens.shape != (q.shape[0],):
+        raise ValueError(f"key_lens must be an int32 array of shape ({q.shape[0]},) (one length per batch); got "
+                         f"{type(key_lens).__name__} {getattr(key_lens, 'dtype', '')} {getattr(key_lens, 'shape', '')}")
+    if not key_lens.flags.c_contiguous or key_lens.device.id != q.device.id:
+        raise ValueError(f"key_lens must be contiguous and on q's device {q.device.id}; got device "
+                         f"{key_lens.device.id}, strides {key_lens.strides}")
+
+
 def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None,
-                   pack: int = 1) -> "_ForwardLaunch":
+                   pack: int = 1, bounded: bool = False) -> "_ForwardLaunch":
     """The checked launch of :func:`forward` for these arrays' shapes, strides, dtype and device (cached): call it
     with a stream and the data pointers of q, k, v, out, lse and the split partials (``part_shapes``), which the
-    caller allocates (q, k, v and out with the strides given here)."""
-    key = _launch_key(q, k, v, out, plan, scale, num_splits, pack)
+    caller allocates (q, k, v and out with the strides given here), and with ``bounded`` that of ``key_lens``."""
+    key = _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded)
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None or launch.plan is not plan:
-        launch = _ForwardLaunch(q, k, v, plan, scale, out, num_splits, pack)
+        launch = _ForwardLaunch(q, k, v, plan, scale, out, num_splits, pack, bounded)
         if key is not None:
             _LAUNCHES[key] = launch
             while len(_LAUNCHES) > 64:
@@ -468,22 +487,23 @@ def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_spli
 _LAUNCHES: "collections.OrderedDict[tuple, _ForwardLaunch]" = collections.OrderedDict()
 
 
-def _launch_key(q, k, v, out, plan, scale, num_splits, pack):
+def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
     """What a checked launch depends on besides the data pointers, or None where the full checks must run (not
     CuPy arrays, pointers off 16 bytes)."""
     cupy = _cupy()
     arrays = (q, k, v) if out is None else (q, k, v, out)
     if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays):
         return None
-    return ((id(plan), scale, num_splits, pack, _sm90_enabled())
+    return ((id(plan), scale, num_splits, pack, bounded, _sm90_enabled())
             + tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays))
 
 
 class _ForwardLaunch:
     """One forward configuration, checked once (check_launch, strides, splits): the kernels, their grids and every
-    argument but the arrays. Calls are then a few allocations and one or two launches, cheap enough for decode."""
+    argument but the arrays. Calls are then a few allocations and one or two launches, cheap enough for decode.
+    ``bounded``: calls pass per-batch key counts (``key_lens``), which only ``fwd_kernel`` takes."""
 
-    def __init__(self, q, k, v, plan, scale, out, num_splits, pack):
+    def __init__(self, q, k, v, plan, scale, out, num_splits, pack, bounded=False):
         cupy = _cupy()
         pack = int(pack)
         if pack < 1:
@@ -494,11 +514,15 @@ class _ForwardLaunch:
         B_mask, H_mask = plan.shape[:2]
         if out is not None and out.shape != q.shape:
             raise ValueError(f"out has shape {out.shape}; expected q's {q.shape}")
+        if bounded and plan.perm is not None:
+            raise ValueError("per-batch key counts (cache_seqlens) need a plan without a node order (perm): they count "
+                             "keys in the caller's order")
         self.plan, self.device_id, self.device = plan, q.device.id, cupy.cuda.Device(q.device.id)
         with q.device:
             config = _fwd_configs(head_dim, self.device_id)[tile]
             threads = config[2] * 32
-            if _uses_sm90(head_dim, tile, self.device_id):
+            self.sm90 = not bounded and _uses_sm90(head_dim, tile, self.device_id)
+            if self.sm90:
                 self.kernel, self.smem, _ = _sm90_kernel(ctype, head_dim, _MASK_MODES[plan.payload], self.device_id,
                                                          plan.perm is not None)
                 threads = _SM90_THREADS
@@ -531,7 +555,8 @@ class _ForwardLaunch:
             np.float32(scale * math.log2(math.e)),
         )
         with q.device:
-            self.fwd = _Launcher(self.kernel, self.grid, self.block, self.smem, 7, self.args)
+            # fwd_kernel's leading arrays end with key_lens, which fwd_sm90_kernel does not take
+            self.fwd = _Launcher(self.kernel, self.grid, self.block, self.smem, 7 if self.sm90 else 8, self.args)
             if self.num_splits > 1:
                 rows, warps = n_q * pack, 4  # COMBINE_WARPS in fwd.cu
                 self.combine = _Launcher(
@@ -539,11 +564,12 @@ class _ForwardLaunch:
                     (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
                                                i32(n_q), dp["perm"]))
 
-    def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0):
+    def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0,
+                 key_lens: int = 0):
         """Launch on ``stream`` over the arrays at these device addresses (the split partials only when
-        ``num_splits > 1``)."""
+        ``num_splits > 1``; key_lens, 0 for none, only on a ``bounded`` launch)."""
         with self.device:
-            self.fwd(stream, q, k, v, out, lse, o_part, lse_part)
+            self.fwd(stream, q, k, v, out, lse, o_part, lse_part, *(() if self.sm90 else (key_lens,)))
             if self.num_splits > 1:
                 self.combine(stream, o_part, lse_part, out, lse)
 

@@ -89,7 +89,7 @@ def _reorder(index, *xs):
     return xs if index is None else tuple(np.take(x, index, axis=2) for x in xs)
 
 
-def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale: float):
+def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale: float, key_lens=None):
     """Exact masked attention, ``softmax(scale * Q K^T + mask) V``, tile by tile over ``plan``.
 
     Parameters
@@ -102,6 +102,9 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
         ``plan.perm``, where it has one; the arrays stay in the caller's).
     scale : float
         Multiplies the scores before the softmax.
+    key_lens : (B,) integer array, optional
+        Per batch the number of keys to see: keys ``j >= key_lens[b]`` are masked besides the plan (plans without a
+        node order).
 
     Returns
     -------
@@ -134,6 +137,10 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
             acc = np.zeros(q_tile.shape, q.dtype)
             for entry in plan.entries(g, m):
                 scores, cols = _tile_scores(plan, g, m, entry, q_tile, k_group, scale)
+                if key_lens is not None:  # sel[0]: the group's batches, one or all
+                    columns = np.arange(cols.start, cols.start + scores.shape[-1])
+                    bound = np.asarray(key_lens)[sel[0], None, None, None, None]
+                    scores = np.where(columns < bound, scores, -np.inf)
                 new_max = np.maximum(row_max, scores.max(axis=-1))
                 # rows with nothing visible yet are shifted by 0, so exp(-inf - shift) is 0 rather than NaN
                 shift = np.where(new_max == -np.inf, 0, new_max)

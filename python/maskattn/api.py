@@ -97,6 +97,22 @@ def _check_inputs(backend, layout, q, k, v, extra=()):
     return B, H, Hk, n_q, n_k, D, dtype
 
 
+def _check_cache_seqlens(backend, lens, B: int, n_k: int):
+    """cache_seqlens as the backend reads it: (B,) integers; int32 on the GPU (checked for range on the CPU only,
+    where reading the values costs no synchronisation)."""
+    if lens.shape != (B,) or lens.dtype.kind not in "iu":
+        raise ValueError(f"cache_seqlens must be an integer array of shape ({B},) (one length per sample); got "
+                         f"{lens.dtype} {tuple(lens.shape)}")
+    if backend.cuda:
+        if lens.dtype != np.int32 or (B > 1 and lens.strides != (4,)):
+            raise ValueError(f"cache_seqlens must be a contiguous int32 array on the GPU (as flash_attn_with_kvcache's); "
+                             f"got {lens.dtype} with strides {lens.strides}")
+        return lens
+    if lens.size and (lens.min() < 0 or lens.max() > n_k):
+        raise ValueError(f"cache_seqlens must lie in [0, n_k={n_k}]; got [{lens.min()}, {lens.max()}]")
+    return lens
+
+
 def _check_finite(backend, **arrays):
     xp = backend.xp
     for name, x in arrays.items():
@@ -147,7 +163,7 @@ def _scale(scale, D) -> float:
 
 
 def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False, check_finite=None,
-              num_splits=None):
+              num_splits=None, cache_seqlens=None):
     """Exact softmax attention restricted to a mask: ``softmax(q k^T * scale + mask) v``.
 
     Parameters
@@ -170,6 +186,14 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         GPU: split each query block's key blocks over this many CTAs (1 to 32), merging the partial results
         exactly. Default: chosen from the plan and the GPU's size, so that few query rows over a long KV cache
         still fill the GPU. The CPU reference ignores it.
+    cache_seqlens : integer array (B,), optional
+        Per sample the number of valid keys (a KV cache's lengths, as ``flash_attn_with_kvcache``'s): keys
+        ``j >= cache_seqlens[b]`` are masked besides ``mask``, at run time, so one mask and plan serve every step of
+        a decode loop whose cache grows (write the new tokens' K and V into the cache first). Same array type and
+        device as q; int32 on the GPU, whose values are not checked there (past n_k counts as n_k). The mask keeps
+        its columns: for single-token decode ``mask=None`` gives FlashAttention's causal decode; for several new
+        tokens per sample at ragged lengths build :func:`maskattn.masks.kv_cache` instead. Not for masks with a
+        node order (graphs, dilated Longformer).
 
     With few query rows over many keys (decode, tree verification: ``n_q * H / Hk <= 128``) and a mask that is
     the same for every head, the query heads that share a KV head run in one CTA (GQA packing), over a plan of
@@ -189,17 +213,19 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     >>> out.shape
     (1, 2, 300, 64)
     """
-    key = None if check_finite else _call_key((q, k, v), mask, "forward", scale, layout, num_splits)
+    given = (q, k, v) if cache_seqlens is None else (q, k, v, cache_seqlens)
+    key = None if check_finite else _call_key(given, mask, "forward", scale, layout, num_splits)
     call = _CALLS.get(key) if key is not None else None
     if call is not None:
-        result = call(q, k, v)
+        result = call(*given)
         if result is not None:  # None: a pointer off 16 bytes, which the checks below name
             return result if return_lse else result[0]
-    given, given_mask = (q, k, v), mask
-    views, device, export = ingest(q=q, k=k, v=v)
+    given_mask = mask
+    views, device, export = ingest(q=q, k=k, v=v, **({} if cache_seqlens is None else {"cache_seqlens": cache_seqlens}))
     backend = _backend(device)
     q, k, v = views["q"], views["k"], views["v"]
     B, H, Hk, n_q, n_k, D, dtype = _check_inputs(backend, layout, q, k, v)
+    lens = None if cache_seqlens is None else _check_cache_seqlens(backend, views["cache_seqlens"], B, n_k)
     if backend.wants_finite_check(check_finite):
         _check_finite(backend, q=q, k=k, v=v)
     pack = _gqa_pack(backend, mask, H, Hk, n_q)
@@ -208,13 +234,16 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         _check_mask_shape(mask.shape, B, H, n_q, n_k)
         mask = mask.repeat_rows(pack)
     plan = _resolve_plan(mask, B, H, n_q * pack, n_k, backend.tile_for(D, dtype, rows=n_q * pack))
+    if lens is not None and plan.perm is not None:
+        raise ValueError("cache_seqlens needs a mask without a node order (this plan has a perm: a graph or a dilated "
+                         "Longformer); build the per-sample mask instead")
     if backend.cuda:
         io = io_for(given[0])
         call = _ForwardCall(backend.forward_launch, io or CupyIO(), given_mask, plan, layout, _scale(scale, D),
-                            num_splits=num_splits, pack=pack)
-        out, lse = _run_prepared(call, key, io, export, given, (q, k, v))
+                            num_splits=num_splits, pack=pack, bounded=lens is not None)
+        out, lse = _run_prepared(call, key, io, export, given, (q, k, v) + (() if lens is None else (lens,)))
         return (out, lse) if return_lse else out
-    out, lse = backend.forward(*(_bhnd(x, layout) for x in (q, k, v)), plan, _scale(scale, D))
+    out, lse = backend.forward(*(_bhnd(x, layout) for x in (q, k, v)), plan, _scale(scale, D), key_lens=lens)
     out = np.ascontiguousarray(_bhnd(out, layout))
     return (export(out), export(lse)) if return_lse else export(out)
 
@@ -277,7 +306,7 @@ class _PreparedCall:
 class _ForwardCall(_PreparedCall):
     """``attention`` on the GPU: (out, lse)."""
 
-    def __call__(self, q, k, v):
+    def __call__(self, q, k, v, cache_seqlens=None):
         io = self.io
         if not self.aligned((q, k, v)):
             return None
@@ -286,7 +315,8 @@ class _ForwardCall(_PreparedCall):
             self.prepare((q, k, v), (out,))
         lse = io.empty(self.launch.lse_shape, q, float32=True)
         parts = [io.empty(shape, q, float32=True) for shape in self.launch.part_shapes]
-        self.launch(io.stream(q), *(io.address(x) for x in (q, k, v, out, lse, *parts)))
+        key_lens = 0 if cache_seqlens is None else io.address(cache_seqlens)
+        self.launch(io.stream(q), *(io.address(x) for x in (q, k, v, out, lse, *parts)), key_lens=key_lens)
         return out, lse
 
 

@@ -183,3 +183,42 @@ def test_rejects_bad_split_and_pack(rng):
         _cuda.forward(q, k, v, plan, 0.125, pack=2)
     with pytest.raises(ValueError, match="pack=3 must divide"):
         _cuda.forward(q, k, v, plan, 0.125, pack=3)
+
+
+@pytest.mark.parametrize("head_dim, Hk, n_q, mask, num_splits", [
+    (128, 8, 1, None, None), (64, 8, 1, None, 3), (128, 32, 1, "causal", 16), (96, 4, 3, "causal", None),
+    (128, 8, 100, "window", None),  # 100 rows: the training tile, where Hopper would take the wgmma kernel
+])
+def test_cache_seqlens_bound_the_keys(head_dim, Hk, n_q, mask, num_splits, rng):
+    """cache_seqlens (per-sample key counts the kernel reads at run time) against the float64 reference of
+    mask & (j < length): through the public API, twice with new lengths written into the same array (the prepared
+    call), and through _cuda.forward into a poisoned output."""
+    B, H, n_k, dtype = 4, 32, 3000, dtype_of("bfloat16")
+    spec = {None: None, "causal": masks.causal(n_q, n_k),
+            "window": masks.sliding_window(n_q, n_k, left=700, sinks=4)}[mask]
+    (q64, q), (k64, k), (v64, v) = _inputs(rng, B, H, Hk, n_q, n_k, head_dim, dtype)
+    dense = np.ones((1, 1, n_q, n_k), bool) if spec is None else spec.to_dense()
+    scale = head_dim ** -0.5
+    lens = cp.empty(B, dtype=np.int32)
+    for lengths in ([3000, 1, 0, 1777], [129, 3000, 2999, 128]):
+        lens[:] = cp.asarray(lengths, dtype=np.int32)
+        ref_out, ref_lse = reference_forward(q64, k64, v64, dense & (np.arange(n_k) < np.array(lengths)[:, None, None,
+                                                                                                       None]), scale)
+        out, lse = maskattn.attention(q, k, v, spec, cache_seqlens=lens, num_splits=num_splits, return_lse=True)
+        check_forward(out, lse, ref_out, ref_lse, "bfloat16")
+    plan = compile_mask(spec or masks.full(n_q, n_k), tile=_cuda.tile_for(head_dim, dtype, rows=n_q))
+    out = poisoned(q.shape, dtype, "bhnd")
+    _, lse = _cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, key_lens=lens)
+    check_forward(out, lse, ref_out, ref_lse, "bfloat16")
+
+
+def test_cache_seqlens_checks(rng):
+    dtype = dtype_of("float16")
+    (_, q), (_, k), (_, v) = _inputs(rng, 2, 8, 2, 1, 300, 64, dtype)
+    with pytest.raises(ValueError, match="int32"):
+        maskattn.attention(q, k, v, cache_seqlens=cp.asarray([5, 6], dtype=np.int64))
+    with pytest.raises(ValueError, match="one device"):
+        maskattn.attention(q, k, v, cache_seqlens=np.array([5, 6], np.int32))
+    plan = compile_mask(masks.full(1, 300), tile=_cuda.tile_for(64, dtype, rows=1))
+    with pytest.raises(ValueError, match="key_lens"):
+        _cuda.forward(q, k, v, plan, 0.125, key_lens=cp.asarray([5], dtype=np.int32))

@@ -194,3 +194,29 @@ def test_torch_call_in_a_cuda_graph(name, rng):
         graph.replay()
         torch.cuda.synchronize()
         _check(*_as_cupy(out, lse), q64, k64, v64, spec, "bhnd", "bfloat16")
+
+
+def test_torch_decode_with_cache_seqlens_in_a_cuda_graph(rng):
+    """One captured decode call serves every step: new K / V values and new cache lengths written into the captured
+    tensors, then replay, against the float64 reference of keys j < length."""
+    torch = _torch()
+    case = (None, 3, 32, 8, 1, 2048, 128)
+    (_, q), (_, k), (_, v) = _torch_inputs(torch, rng, case, "bhnd")
+    lens = torch.tensor([2048, 700, 1], dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (compile, plan upload) outside the capture
+        maskattn.attention(q, k, v, cache_seqlens=lens)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = maskattn.attention(q, k, v, cache_seqlens=lens, return_lse=True)
+    for lengths in ([5, 2048, 1300], [0, 129, 2047]):
+        (q64, q_new), (k64, k_new), (v64, v_new) = _torch_inputs(torch, rng, case, "bhnd")
+        q.copy_(q_new), k.copy_(k_new), v.copy_(v_new)
+        lens.copy_(torch.tensor(lengths, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        dense = np.arange(2048) < np.array(lengths)[:, None, None, None]
+        ref_out, ref_lse = reference_forward(q64, k64, v64, dense, 128 ** -0.5)
+        check_forward(*_as_cupy(out, lse), ref_out, ref_lse, "bfloat16")
