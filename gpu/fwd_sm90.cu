@@ -1,8 +1,8 @@
 // Hopper (sm_90a) block-sparse flash-attention forward: fwd_kernel's plan traversal, masks and outputs, on wgmma.
 //
-// Same parameters, grid and outputs as fwd_kernel (fwd.cu) with TILE_M = TILE_N = 128, split-KV partials and GQA
-// row packing included: blockIdx.x is the query block's rank in m_order, blockIdx.y = b * H / pack + h / pack,
-// blockIdx.z the split. Three warpgroups (384 threads):
+// Same parameters (but fwd_kernel's key_lens), grid and outputs as fwd_kernel (fwd.cu) with TILE_M = TILE_N = 128,
+// split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
+// blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. Three warpgroups (384 threads):
 // - warpgroup 0 produces: cp.async copies of Q (once) and of each listed key block's K and V tiles (two stages
 //   each) into 128-byte-swizzled shared memory, announced on mbarriers (wgmma.cuh's produce_kv_stages). A stage
 //   is refilled after its "empty" mbarrier says both consumers are done with it.
