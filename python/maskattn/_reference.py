@@ -129,6 +129,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
     k5, v5 = k[:, :, None], v[:, :, None]
     for g, sel in _views(plan, q, k):
         q_group, k_group, v_group = q5[sel], k5[sel[:2]], v5[sel[:2]]
+        # the key bound of the group's batches (sel[0]: one or all), against the tile's columns
+        bound = None if key_lens is None else np.asarray(key_lens)[sel[0], None, None, None, None]
         for m in range(plan.n_mblocks):
             rows = slice(m * tile_m, (m + 1) * tile_m)
             q_tile = q_group[..., rows, :]
@@ -137,10 +139,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
             acc = np.zeros(q_tile.shape, q.dtype)
             for entry in plan.entries(g, m):
                 scores, cols = _tile_scores(plan, g, m, entry, q_tile, k_group, scale)
-                if key_lens is not None:  # sel[0]: the group's batches, one or all
-                    columns = np.arange(cols.start, cols.start + scores.shape[-1])
-                    bound = np.asarray(key_lens)[sel[0], None, None, None, None]
-                    scores = np.where(columns < bound, scores, -np.inf)
+                if bound is not None:
+                    scores = np.where(np.arange(cols.start, cols.start + scores.shape[-1]) < bound, scores, -np.inf)
                 new_max = np.maximum(row_max, scores.max(axis=-1))
                 # rows with nothing visible yet are shifted by 0, so exp(-inf - shift) is 0 rather than NaN
                 shift = np.where(new_max == -np.inf, 0, new_max)
