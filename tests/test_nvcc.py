@@ -94,12 +94,16 @@ def compiled(tmp_path_factory):
     nvcc = _nvcc()
     params = [p.values for p in _jobs()]
 
-    def run(job):
+    # the directories are made here, not in the pool: pytest's temp factory is not thread-safe (its first use
+    # races to create the base directory, which failed CI once)
+    out_dirs = [tmp_path_factory.mktemp("nvcc") for _ in params]
+
+    def run(job, out_dir):
         source, arch, defines, _ = job
-        return _compile(nvcc, source, arch, defines, tmp_path_factory.mktemp("nvcc"))
+        return _compile(nvcc, source, arch, defines, out_dir)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(run, params))
+        results = list(pool.map(run, params, out_dirs))
     return {(p[0], p[1], tuple(p[2].items())): r for p, r in zip(params, results)}
 
 
