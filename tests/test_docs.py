@@ -1,5 +1,5 @@
-"""Every docstring example in the package runs and prints what it says; so do the README's complete programs and
-the demo it opens with."""
+"""Every docstring example in the package runs and prints what it says; so do the complete programs in the README and
+docs/, and the demo the README opens with."""
 
 import contextlib
 import doctest
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 MODULES = ["maskattn.masks", "maskattn.plan", "maskattn.api", "maskattn.workloads", "maskattn.torch"]
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -23,24 +24,27 @@ def test_docstring_examples(name):
 
 
 def _host_programs():
-    """The README's python blocks that are whole programs (they start with an import) and run on the host."""
-    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.M | re.S)
-    return [b for b in blocks if b.startswith("import") and '"cuda"' not in b]
+    """(file, source) of the python blocks in the docs that are whole programs (they start with an import) and run
+    on the host."""
+    return [(doc, block) for doc in DOCS
+            for block in re.findall(r"^```python\n(.*?)^```", doc.read_text(), flags=re.M | re.S)
+            if block.startswith("import") and '"cuda"' not in block]
 
 
-def test_readme_has_host_programs():
-    assert len(_host_programs()) >= 2, f"expected the quick start and the graph example in {README}"
+def test_docs_have_host_programs():
+    names = {doc.name for doc, _ in _host_programs()}
+    assert {"README.md", "graphs.md"} <= names, f"expected the quick start and the graph examples; found {names}"
 
 
-@pytest.mark.parametrize("source", _host_programs(), ids=lambda s: s.splitlines()[-1][:40])
-def test_readme_program(source):
-    """Runs, and each ``print(...)  # <number> ...`` prints that number: the README's claims stay true."""
+@pytest.mark.parametrize("doc, source", [pytest.param(*p, id=f"{p[0].name}-{i}") for i, p in enumerate(_host_programs())])
+def test_doc_program(doc, source):
+    """Runs, and each ``print(...)  # <number> ...`` prints that number: the docs' claims stay true."""
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        exec(compile(source, str(README), "exec"), {"__name__": "__readme__"})
+        exec(compile(source, str(doc), "exec"), {"__name__": "__doc_program__"})
     printed = stdout.getvalue().splitlines()
     for claim in re.findall(r"^print\(.*\)\s+#\s*(\d+)\b", source, flags=re.M):
-        assert claim in printed, f"the README says {claim} is printed; it printed {printed[-5:]}"
+        assert claim in printed, f"{doc.name} says {claim} is printed; it printed {printed[-5:]}"
 
 
 def test_demo_runs_and_checks_itself(capsys):
