@@ -118,7 +118,7 @@ def _call(**over):
     ({"q": [[1.0]]}, TypeError, "q must be a NumPy array, a CuPy array or a DLPack tensor"),
     ({"mask": masks.causal(9)}, ValueError, r"mask has shape \(B=1, H=1, n_q=9, n_k=9\); attention has B=1, H=4, n_q=8"),
     ({"mask": masks.from_dense(np.ones((3, 1, 8, 8), bool))}, ValueError, "mask has shape"),
-    ({"mask": np.ones((8, 8), bool)}, TypeError, "mask must be None, a spec"),
+    ({"mask": np.ones((8, 8), bool)}, TypeError, r"mask must be None, a spec.*; for a boolean array use maskattn.masks.from_dense\(mask\)"),
     ({"scale": float("nan")}, ValueError, "scale must be finite"),
     ({"q": np.full((1, 4, 8, 8), np.inf)}, ValueError, "q holds inf or NaN"),
     ({"v": np.full((1, 2, 8, 8), np.nan)}, ValueError, "v holds inf or NaN"),

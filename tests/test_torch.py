@@ -76,5 +76,7 @@ def test_handles():
     with pytest.raises(TypeError, match="mask must be None"):
         maskattn.torch.mask_handle("causal")
     q, k, v = tensors()
+    with pytest.raises(TypeError, match=r"must be a handle .* got torch.bool \(8, 8\); for a boolean mask use "):
+        maskattn.torch.attention(q, k, v, torch.ones(8, 8, dtype=torch.bool))
     with pytest.raises(KeyError, match="unknown or expired"):
         maskattn.torch.attention(q, k, v, torch.tensor(10**9))

@@ -129,9 +129,18 @@ def _resolve_plan(mask, B, H, n_q, n_k, tile) -> BlockMask:
     elif isinstance(mask, _masks.MaskSpec):
         plan = compile_mask(mask, tile)
     else:
-        raise TypeError(f"mask must be None, a spec from maskattn.masks or a BlockMask; got {type(mask).__name__}")
+        raise mask_type_error(mask)
     _check_mask_shape(plan.shape, B, H, n_q, n_k)
     return plan
+
+
+def mask_type_error(mask) -> TypeError:
+    """The error for a mask argument that is not None, a spec or a plan; arrays get the builder that takes them."""
+    hint = ""
+    if hasattr(mask, "shape") and hasattr(mask, "dtype"):
+        hint = ("; for a boolean array use maskattn.masks.from_dense(mask), for FlashMask's startend_row_indices "
+                "maskattn.masks.from_intervals(...)")
+    return TypeError(f"mask must be None, a spec from maskattn.masks or a BlockMask; got {type(mask).__name__}{hint}")
 
 
 def _check_mask_shape(shape, B, H, n_q, n_k):

@@ -44,7 +44,7 @@ def mask_handle(mask) -> torch.Tensor:
     if mask is None:
         return torch.zeros((), dtype=torch.int64)
     if not isinstance(mask, (MaskSpec, BlockMask)):
-        raise TypeError(f"mask must be None, a spec from maskattn.masks or a BlockMask; got {type(mask).__name__}")
+        raise api.mask_type_error(mask)
     with _lock:
         key = getattr(mask, "_torch_handle", None)
         if key is None:
@@ -137,6 +137,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, *, s
     -------
     torch.Tensor like q. The log-sum-exp is not differentiable through this op.
     """
+    if isinstance(mask, torch.Tensor) and (mask.dim() != 0 or mask.dtype != torch.int64):
+        raise TypeError(f"a mask tensor must be a handle from maskattn.torch.mask_handle (an int64 scalar); got "
+                        f"{mask.dtype} {tuple(mask.shape)}; for a boolean mask use "
+                        f"mask_handle(maskattn.masks.from_dense(mask))")
     handle = mask if isinstance(mask, torch.Tensor) else mask_handle(mask)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     out, _ = _attention_op(q, k, v, handle, scale, layout)
