@@ -116,20 +116,7 @@ struct ColumnWalk {
 };
 
 template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BM, int DSPLIT, bool ATOMIC_DQ, bool PERM>
-__global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
-    T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, const float* __restrict__ lse_log2,
-    const float* __restrict__ delta,
-    // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
-    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
-    long long v_sh, long long v_sn, long long do_sb, long long do_sh, long long do_sn, long long dk_sb,
-    long long dk_sh, long long dk_sn, long long dv_sb, long long dv_sh, long long dv_sn,
-    int heads, int heads_per_kv, int kv_heads, int n_q, int n_k, int n_q_pad,
-    // mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads)
-    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr,
-    const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
-    const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+__global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(MASKATTN_BWD_DKDV_PARAMS) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_M % BM == 0 && BM % 16 == 0 && TILE_N % 16 == 0, "steps of 16-row fragments");
   static_assert(D % (16 * DSPLIT) == 0 && D % 32 == 0, "head dim splits into 16-column fragments");
@@ -277,15 +264,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
       }
       if (past_keys) mask_keys_t(s, key, n_k);
 
-      // P^T = exp2(S^T scale log2(e) - LSE log2(e)); masked scores and rows that see no key give 0
-#pragma unroll
-      for (int j = 0; j < NQ; ++j) {
-        const float2 l = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t_lane);
-        s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -l.x));
-        s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -l.y));
-        s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -l.x));
-        s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -l.y));
-      }
+      probabilities_t(s, lse_s + 2 * t_lane, scale_log2);  // P^T
 
       // dV += P^T dO
 #pragma unroll
@@ -319,15 +298,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
         }
       }
 
-      // dS^T = P^T (dP^T - delta)
-#pragma unroll
-      for (int j = 0; j < NQ; ++j) {
-        const float2 d = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t_lane);
-        ds[j][0] = s[j][0] * (ds[j][0] - d.x);
-        ds[j][1] = s[j][1] * (ds[j][1] - d.y);
-        ds[j][2] = s[j][2] * (ds[j][2] - d.x);
-        ds[j][3] = s[j][3] * (ds[j][3] - d.y);
-      }
+      score_grads_t(ds, s, delta_s + 2 * t_lane);  // dS^T = P^T (dP^T - delta)
 
       // dK += dS^T Q (scaled in the epilogue)
 #pragma unroll
@@ -429,17 +400,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
 }
 
 template <typename T, int D, int TILE_M, int TILE_N, int MASK, int BN, bool PERM>
-__global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
-    T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
-    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
-    long long v_sh, long long v_sn, long long do_sb, long long do_sh, long long do_sn, long long dq_sb,
-    long long dq_sh, long long dq_sn,
-    int heads, int heads_per_kv, int n_q, int n_k, int n_q_pad,
-    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
-    const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
-    const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+__global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(MASKATTN_BWD_DQ_PARAMS) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % BN == 0 && BN % 32 == 0 && D % 16 == 0, "key steps of whole bit words");
   using Ops = Dtype<T>;
@@ -559,14 +520,7 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
       }
       if (past_keys) mask_key_bound(s, col0, n_k);
 
-      // P = exp2(S scale log2(e) - LSE log2(e))
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -lse_row[0]));
-        s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -lse_row[0]));
-        s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -lse_row[1]));
-        s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -lse_row[1]));
-      }
+      probabilities(s, lse_row, scale_log2);
 
       // dP = dO V^T, then dS = P (dP - delta) in place
       float ds[NB][4];
@@ -584,13 +538,7 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(
           Ops::mma(ds[2 * nb + 1], a, b_frag[2], b_frag[3]);
         }
       }
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        ds[j][0] = s[j][0] * (ds[j][0] - delta_row[0]);
-        ds[j][1] = s[j][1] * (ds[j][1] - delta_row[0]);
-        ds[j][2] = s[j][2] * (ds[j][2] - delta_row[1]);
-        ds[j][3] = s[j][3] * (ds[j][3] - delta_row[1]);
-      }
+      score_grads(ds, s, delta_row);
 
       // dQ += dS K (scaled in the epilogue)
 #pragma unroll

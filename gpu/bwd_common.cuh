@@ -10,6 +10,37 @@
 #include "common.cuh"
 #include "mask.cuh"
 
+// The parameter lists of the dK/dV and dQ passes, shared by the mma.sync kernels (bwd.cu) and their wgmma twins
+// (bwd_sm90.cu): maskattn._cuda_backward fills both from one argument tuple. Strides are in elements of the
+// logical (B, H, n, D) views, whose last dimension is contiguous; mask group g = b * group_sb + h * group_sh (0
+// strides broadcast the plan over batch or heads). T is the kernel's element type.
+#define MASKATTN_BWD_INPUTS \
+  const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o
+#define MASKATTN_BWD_INPUT_STRIDES                                                                                \
+  long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb, \
+      long long v_sh, long long v_sn, long long do_sb, long long do_sh, long long do_sn
+#define MASKATTN_BWD_PAYLOAD_AND_SCALES                                                                        \
+  const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,                                  \
+      const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale
+
+// dK/dV: the backward CSR (query blocks per key block)
+#define MASKATTN_BWD_DKDV_PARAMS                                                                                  \
+  MASKATTN_BWD_INPUTS, T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum,                      \
+      const float* __restrict__ lse_log2, const float* __restrict__ delta, MASKATTN_BWD_INPUT_STRIDES,             \
+      long long dk_sb, long long dk_sh, long long dk_sn, long long dv_sb, long long dv_sh, long long dv_sn,        \
+      int heads, int heads_per_kv, int kv_heads, int n_q, int n_k, int n_q_pad, int group_sb, int group_sh,       \
+      int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr, const int* __restrict__ row_idx,       \
+      const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,                                 \
+      const int* __restrict__ bwd_payload_idx, MASKATTN_BWD_PAYLOAD_AND_SCALES
+
+// dQ: the forward CSR (key blocks per query block)
+#define MASKATTN_BWD_DQ_PARAMS                                                                                     \
+  MASKATTN_BWD_INPUTS, T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,  \
+      MASKATTN_BWD_INPUT_STRIDES, long long dq_sb, long long dq_sh, long long dq_sn, int heads, int heads_per_kv, \
+      int n_q, int n_k, int n_q_pad, int group_sb, int group_sh, int n_mblocks, int n_nblocks,                    \
+      const long long* __restrict__ row_ptr, const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, \
+      const int* __restrict__ m_order, const int* __restrict__ payload_idx, MASKATTN_BWD_PAYLOAD_AND_SCALES
+
 namespace maskattn {
 
 constexpr float LOG2E = 1.4426950408889634f;
@@ -108,6 +139,58 @@ __device__ __forceinline__ void mask_bits_t(float (&s)[NB][4], const unsigned* _
       if (!(w & 1u)) s[j][e] = neg_inf();
       if (!(w & 0x100u)) s[j][2 + e] = neg_inf();
     }
+  }
+}
+
+// Probabilities and score gradients from the forward's statistics, in place on the score fragments. Query-major
+// fragments (the dQ kernels) take the values of their two rows; transposed ones (*_t, the dK/dV kernels) read a
+// float2 per pair of query columns from shared memory, `cols` pointing at this thread's first column.
+
+// P = exp2(S scale log2(e) - LSE log2(e)); masked scores and rows that see no key (LSE +inf) give 0
+template <int N>
+__device__ __forceinline__ void probabilities(float (&s)[N][4], const float (&lse)[2], float scale_log2) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -lse[0]));
+    s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -lse[0]));
+    s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -lse[1]));
+    s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -lse[1]));
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void probabilities_t(float (&s)[N][4], const float* lse_cols, float scale_log2) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const float2 l = *reinterpret_cast<const float2*>(lse_cols + 8 * j);
+    s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -l.x));
+    s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -l.y));
+    s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -l.x));
+    s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -l.y));
+  }
+}
+
+// dS = P (dP - delta), over dP
+template <int N>
+__device__ __forceinline__ void score_grads(float (&dp)[N][4], const float (&p)[N][4], const float (&delta)[2]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    dp[j][0] = p[j][0] * (dp[j][0] - delta[0]);
+    dp[j][1] = p[j][1] * (dp[j][1] - delta[0]);
+    dp[j][2] = p[j][2] * (dp[j][2] - delta[1]);
+    dp[j][3] = p[j][3] * (dp[j][3] - delta[1]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void score_grads_t(float (&dp)[N][4], const float (&p)[N][4], const float* delta_cols) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const float2 d = *reinterpret_cast<const float2*>(delta_cols + 8 * j);
+    dp[j][0] = p[j][0] * (dp[j][0] - d.x);
+    dp[j][1] = p[j][1] * (dp[j][1] - d.y);
+    dp[j][2] = p[j][2] * (dp[j][2] - d.x);
+    dp[j][3] = p[j][3] * (dp[j][3] - d.y);
   }
 }
 

@@ -90,20 +90,7 @@ constexpr int BWD_DQ_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 6 * sm90_bwd::KV_BYTES<
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the dQ kernel's mbarriers fit the 128 bytes after the tiles");
 
 template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
-    T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, const float* __restrict__ lse_log2,
-    const float* __restrict__ delta,
-    // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
-    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
-    long long v_sh, long long v_sn, long long do_sb, long long do_sh, long long do_sn, long long dk_sb,
-    long long dk_sh, long long dk_sn, long long dv_sb, long long dv_sh, long long dv_sn,
-    int heads, int heads_per_kv, int kv_heads, int n_q, int n_k, int n_q_pad,
-    // mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads)
-    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr,
-    const int* __restrict__ row_idx, const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,
-    const int* __restrict__ bwd_payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MASKATTN_BWD_DKDV_PARAMS) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -297,29 +284,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
       }
       if (past_keys) mask_keys_t(s, key, n_k);
 
-      // P^T = exp2(S^T scale log2(e) - LSE log2(e)); masked scores and rows that see no key give 0
-      const float* lse_row = lse_s + stage * BM + 2 * t_lane;
-#pragma unroll
-      for (int j = 0; j < NQ; ++j) {
-        const float2 l = *reinterpret_cast<const float2*>(lse_row + 8 * j);
-        s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -l.x));
-        s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -l.y));
-        s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -l.x));
-        s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -l.y));
-      }
+      probabilities_t(s, lse_s + stage * BM + 2 * t_lane, scale_log2);  // P^T
       wgmma_wait<0>();
       pin_registers(dp);
 
-      // dS^T = P^T (dP^T - delta)
-      const float* delta_row = delta_s + stage * BM + 2 * t_lane;
-#pragma unroll
-      for (int j = 0; j < NQ; ++j) {
-        const float2 d = *reinterpret_cast<const float2*>(delta_row + 8 * j);
-        dp[j][0] = s[j][0] * (dp[j][0] - d.x);
-        dp[j][1] = s[j][1] * (dp[j][1] - d.y);
-        dp[j][2] = s[j][2] * (dp[j][2] - d.x);
-        dp[j][3] = s[j][3] * (dp[j][3] - d.y);
-      }
+      score_grads_t(dp, s, delta_s + stage * BM + 2 * t_lane);  // dS^T = P^T (dP^T - delta)
 
       // dV += P^T dO and dK += dS^T Q (scaled in the epilogue), both A operands packed from the accumulators: the
       // float ones are dead by then, so P^T, dS^T and the two accumulators are all that the products hold
@@ -366,19 +335,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(
 }
 
 template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
-    T* __restrict__ dq, const float* __restrict__ lse_log2, const float* __restrict__ delta,
-    // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
-    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
-    long long v_sh, long long v_sn, long long do_sb, long long do_sh, long long do_sn, long long dq_sb,
-    long long dq_sh, long long dq_sn,
-    int heads, int heads_per_kv, int n_q, int n_k, int n_q_pad,
-    // mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads)
-    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
-    const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
-    const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale) {
+__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(MASKATTN_BWD_DQ_PARAMS) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   using namespace kv_stages;
@@ -483,26 +440,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(
 
       mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, n_block, partial, payload, half * HALF, warp_row0,
                                              tile_row, lane);
-      // P = exp2(S scale log2(e) - LSE log2(e)); masked scores and rows that see no key give 0
-#pragma unroll
-      for (int j = 0; j < NK; ++j) {
-        s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -lse_row[0]));
-        s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -lse_row[0]));
-        s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -lse_row[1]));
-        s[j][3] = exp2_approx(fmaf(s[j][3], scale_log2, -lse_row[1]));
-      }
+      probabilities(s, lse_row, scale_log2);
       wgmma_wait<0>();
       pin_registers(dp);
       if (half == 1) release(V_EMPTY + stage);
 
       // dS = P (dP - delta), then dQ += dS K (scaled in the epilogue)
-#pragma unroll
-      for (int j = 0; j < NK; ++j) {
-        dp[j][0] = s[j][0] * (dp[j][0] - delta_row[0]);
-        dp[j][1] = s[j][1] * (dp[j][1] - delta_row[0]);
-        dp[j][2] = s[j][2] * (dp[j][2] - delta_row[1]);
-        dp[j][3] = s[j][3] * (dp[j][3] - delta_row[1]);
-      }
+      score_grads(dp, s, delta_row);
       pack_a_operand<T>(ds, dp);
       wgmma_fence();
 #pragma unroll

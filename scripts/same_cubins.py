@@ -1,0 +1,55 @@
+"""Whether the kernels compile to the same machine code as at a git ref: every nvcc job of tests/test_nvcc.py (each
+gpu/*.cu alone, for each architecture and configuration) built to a cubin from this tree and from the ref's gpu/,
+and the bytes compared. Runs on the host (nvcc, no GPU).
+
+A refactor of the kernel sources (shared parameter lists, helpers) that leaves every cubin byte-identical changes
+nothing a GPU could observe, so it needs no device run; anything else does.
+
+    python3 scripts/same_cubins.py [REF]       # REF defaults to HEAD; exit status 1 if any cubin differs
+"""
+import io
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+import test_nvcc  # noqa: E402  (the job list)
+
+
+def cubin(nvcc, gpu_dir, job, out):
+    source, arch, defines, _ = job
+    target = f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch.endswith("a") else f"-arch={arch}"
+    subprocess.run([nvcc, target, "-std=c++17", "-cubin", "-DMASKATTN_INSTANTIATE",
+                    *(f"-D{k}={v}" for k, v in defines.items()), str(gpu_dir / source.name), "-o", str(out)],
+                   check=True)
+    return out.read_bytes()
+
+
+def main(ref="HEAD"):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        sys.exit("nvcc is not on PATH")
+    jobs = [p.values for p in test_nvcc._jobs()]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "gpu"], check=True, capture_output=True)
+        tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(tmp / "ref", filter="data")
+        tasks = [(gpu_dir, job, tmp / f"{side}_{i}.cubin") for i, job in enumerate(jobs)
+                 for side, gpu_dir in (("ref", tmp / "ref" / "gpu"), ("tree", ROOT / "gpu"))]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            binaries = list(pool.map(lambda t: cubin(nvcc, *t), tasks))
+    differ = [job for job, ref_bin, tree_bin in zip(jobs, binaries[::2], binaries[1::2]) if ref_bin != tree_bin]
+    for source, arch, defines, _ in differ:
+        print(f"differs: {source.name} {arch} {defines}")
+    print(f"{len(jobs) - len(differ)} of {len(jobs)} cubins identical to {ref}'s")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
