@@ -151,3 +151,20 @@ __device__ __forceinline__ void load_rows_async(T* s_tile, const T* g_tile, RowO
 }
 
 }  // namespace maskattn
+
+// The forward kernels' parameter list, shared by fwd_kernel (fwd.cu) and fwd_sm90_kernel (fwd_sm90.cu), which
+// maskattn._cuda fills from one argument tuple; fwd_kernel alone takes key_lens between the two parts. Strides are
+// in elements of the logical (B, H, n, D) views, whose last dimension is contiguous; n_q counts tokens (a CTA has
+// n_q * pack rows); mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads).
+// T is the kernel's element type.
+#define MASKATTN_FWD_ARRAYS                                                                                      \
+  const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,                \
+      float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part
+#define MASKATTN_FWD_SHAPES_AND_PLAN                                                                             \
+  long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb, \
+      long long v_sh, long long v_sn, long long o_sb, long long o_sh, long long o_sn, int heads, int heads_per_kv, \
+      int pack, int num_splits, int n_q, int n_k, int group_sb, int group_sh, int n_mblocks, int n_nblocks,       \
+      const long long* __restrict__ row_ptr, const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, \
+      const int* __restrict__ m_order, const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, \
+      const int* __restrict__ intervals, const int* __restrict__ interval_minmax, const int* __restrict__ perm,   \
+      float scale_log2

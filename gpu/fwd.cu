@@ -62,21 +62,10 @@ constexpr bool Q_IN_REGISTERS = MT == 1 && D <= 128;
 
 template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int STAGES, int MASK, bool PERM>
 __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
-    float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
+    MASKATTN_FWD_ARRAYS,
     // per batch the number of keys to see, keys j >= key_lens[b] masked besides the plan (a KV cache's valid
     // lengths, flash_attn_with_kvcache's cache_seqlens); null: all n_k
-    const int* __restrict__ key_lens,
-    // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
-    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
-    long long v_sh, long long v_sn, long long o_sb, long long o_sh, long long o_sn,
-    // n_q counts tokens; a CTA has n_q * pack rows
-    int heads, int heads_per_kv, int pack, int num_splits, int n_q, int n_k,
-    // mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads)
-    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
-    const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
-    const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
+    const int* __restrict__ key_lens, MASKATTN_FWD_SHAPES_AND_PLAN) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % 16 == 0 && D % 16 == 0, "tile_n and the head dim are multiples of 16");
   static_assert(STAGES >= 2, "a ring of at least two K/V stages");

@@ -58,19 +58,8 @@ template <int D>
 constexpr int SM90_SMEM_BYTES = sm90::ALIGN + 5 * sm90::TILE_BYTES<D> + 128;
 
 template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90::THREADS, 1) fwd_sm90_kernel(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
-    float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,
-    // strides in elements of the logical (B, H, n, D) views; the last dimension is contiguous
-    long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb,
-    long long v_sh, long long v_sn, long long o_sb, long long o_sh, long long o_sn,
-    // n_q counts tokens; a CTA has n_q * pack rows
-    int heads, int heads_per_kv, int pack, int num_splits, int n_q, int n_k,
-    // mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads)
-    int group_sb, int group_sh, int n_mblocks, int n_nblocks, const long long* __restrict__ row_ptr,
-    const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, const int* __restrict__ m_order,
-    const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,
-    const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2) {
+__global__ void __launch_bounds__(sm90::THREADS, 1)
+    fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
