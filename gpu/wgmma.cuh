@@ -315,91 +315,62 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
 
 // The wgmma shapes of the attention kernels, fp32 accumulate; the accumulator of m64nNk16 is, per warp, N / 8
 // m16n8 fragments (rows lane / 4 and lane / 4 + 8 of the warp's 16, columns 8 j + 2 (lane % 4) + {0, 1}).
-#define MASKATTN_WGMMA_OPS(TYPE)                                                                                  \
-  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 128 from shared memory, K-major */ \
-  static __device__ __forceinline__ void ss_n128(float (&d)[16][4], unsigned long long desc_a,            \
-                                                 unsigned long long desc_b, int scale_d) {                \
-    asm volatile(                                                                                         \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                      \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "                                  \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "               \
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                                   \
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),       \
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),       \
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),       \
-          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),       \
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),       \
-          "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),       \
-          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),     \
-          "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), \
-          "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
-          "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                                  \
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                        \
-  }                                                                                                       \
-  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 64 from shared memory, K-major */  \
-  static __device__ __forceinline__ void ss_n64(float (&d)[8][4], unsigned long long desc_a,              \
-                                                unsigned long long desc_b, int scale_d) {                 \
-    asm volatile(                                                                                         \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                      \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                   \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "               \
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                   \
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),       \
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),       \
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),       \
-          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),       \
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),       \
-          "+f"(d[7][2]), "+f"(d[7][3])                                                                    \
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                        \
-  }                                                                                                       \
-  /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */               \
-  /* B 16 x 64 from shared memory, N-major (the transposed B of the PTX ISA) */                           \
-  static __device__ __forceinline__ void rs_n64_tnsp(float (&d)[8][4], const unsigned (&a)[4],            \
-                                                     unsigned long long desc_b) {                         \
-    asm volatile(                                                                                         \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                      \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                   \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "               \
-        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                     \
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),       \
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),       \
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),       \
-          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),       \
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),       \
-          "+f"(d[7][2]), "+f"(d[7][3])                                                                    \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                               \
-  }                                                                                                       \
-  /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */               \
-  /* B 16 x 128 from shared memory, N-major (the transposed B of the PTX ISA) */                          \
-  static __device__ __forceinline__ void rs_n128_tnsp(float (&d)[16][4], const unsigned (&a)[4],          \
-                                                     unsigned long long desc_b) {                         \
-    asm volatile(                                                                                         \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                      \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "                                  \
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                \
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                \
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "               \
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                                     \
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),       \
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),       \
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),       \
-          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),       \
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),       \
-          "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),       \
-          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),     \
-          "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), \
-          "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
-          "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                                  \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                               \
-  }                                                                                                       
+// Their asm operands: the accumulator registers %0.. of N = 64 and 128 (MASKATTN_WGMMA_D_N*), bound to fragments
+// of d four at a time (MASKATTN_WGMMA_ACC_X4(d, j): fragments j to j + 3).
+#define MASKATTN_WGMMA_ACC_X4(d, j)                                                                                   \
+  "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]), "+f"(d[j + 1][0]), "+f"(d[j + 1][1]),                   \
+      "+f"(d[j + 1][2]), "+f"(d[j + 1][3]), "+f"(d[j + 2][0]), "+f"(d[j + 2][1]), "+f"(d[j + 2][2]),                  \
+      "+f"(d[j + 2][3]), "+f"(d[j + 3][0]), "+f"(d[j + 3][1]), "+f"(d[j + 3][2]), "+f"(d[j + 3][3])
+#define MASKATTN_WGMMA_ACC_N64(d) MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4)
+#define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
+  MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8), MASKATTN_WGMMA_ACC_X4(d, 12)
+#define MASKATTN_WGMMA_D_N64                                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+#define MASKATTN_WGMMA_D_N128                                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+#define MASKATTN_WGMMA_OPS(TYPE)                                                                                      \
+  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 128 from shared memory, K-major */             \
+  static __device__ __forceinline__ void ss_n128(float (&d)[16][4], unsigned long long desc_a,                        \
+                                                 unsigned long long desc_b, int scale_d) {                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                         \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N128               \
+                 "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                                      \
+                 : MASKATTN_WGMMA_ACC_N128(d)                                                                         \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
+  }                                                                                                                   \
+  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 64 from shared memory, K-major */              \
+  static __device__ __forceinline__ void ss_n64(float (&d)[8][4], unsigned long long desc_a,                          \
+                                                unsigned long long desc_b, int scale_d) {                             \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                         \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                      \
+                 : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
+  }                                                                                                                   \
+  /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */                           \
+  /* B 16 x 64 from shared memory, N-major (the transposed B of the PTX ISA) */                                       \
+  static __device__ __forceinline__ void rs_n64_tnsp(float (&d)[8][4], const unsigned (&a)[4],                        \
+                                                     unsigned long long desc_b) {                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                         \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                        \
+                 : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                                  \
+  }                                                                                                                   \
+  /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */                           \
+  /* B 16 x 128 from shared memory, N-major (the transposed B of the PTX ISA) */                                      \
+  static __device__ __forceinline__ void rs_n128_tnsp(float (&d)[16][4], const unsigned (&a)[4],                      \
+                                                      unsigned long long desc_b) {                                    \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                         \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N128               \
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                                        \
+                 : MASKATTN_WGMMA_ACC_N128(d)                                                                         \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                                  \
+  }
 
 template <typename T>
 struct Wgmma;
@@ -415,5 +386,10 @@ struct Wgmma<bf16_t> {
 };
 
 #undef MASKATTN_WGMMA_OPS
+#undef MASKATTN_WGMMA_D_N128
+#undef MASKATTN_WGMMA_D_N64
+#undef MASKATTN_WGMMA_ACC_N128
+#undef MASKATTN_WGMMA_ACC_N64
+#undef MASKATTN_WGMMA_ACC_X4
 
 }  // namespace maskattn
