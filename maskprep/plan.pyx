@@ -156,13 +156,20 @@ cdef PlanArrays _finish(BlockList& fwd, vector[uint32_t]& bits, int64_t groups, 
     return out
 
 
-cdef const uint8_t[:, :, ::1] _bool3d(mask) except *:
+cdef (int64_t, int64_t, int64_t) _classify_dense(mask, int tile_m, int tile_n, int threads, BlockList& fwd,
+                                                 vector[uint32_t]& bits) except *:
+    """Fills the forward block list and one raw bit tile per PARTIAL entry of a dense mask; returns its
+    (groups, n_q, n_k)."""
+    _check_tile(tile_m, tile_n)
     if getattr(mask, "dtype", None) != np.bool_ or mask.ndim != 3:
         raise TypeError(f"mask must be a 3-d bool array (groups, n_q, n_k); got {getattr(mask, 'dtype', type(mask))} "
                         f"of shape {np.shape(mask)}")
     if mask.size == 0:
         raise ValueError(f"mask shape {mask.shape} has an empty dimension")
-    return np.ascontiguousarray(mask).view(np.uint8)
+    cdef const uint8_t[:, :, ::1] m = np.ascontiguousarray(mask).view(np.uint8)
+    with nogil:
+        classify_dense(&m[0, 0, 0], m.shape[0], m.shape[1], m.shape[2], tile_m, tile_n, threads, fwd, bits)
+    return m.shape[0], m.shape[1], m.shape[2]
 
 
 def dense_plan(mask, int tile_m, int tile_n, int threads=1):
@@ -185,13 +192,10 @@ def dense_plan(mask, int tile_m, int tile_n, int threads=1):
         (backward), ``bit_pool`` (distinct PARTIAL tiles, ``tile_m * tile_n / 32`` words each), ``m_order`` and
         ``n_order``.
     """
-    _check_tile(tile_m, tile_n)
-    cdef const uint8_t[:, :, ::1] m = _bool3d(mask)
-    cdef int64_t groups = m.shape[0], n_q = m.shape[1], n_k = m.shape[2]
     cdef BlockList fwd
     cdef vector[uint32_t] bits
-    with nogil:
-        classify_dense(&m[0, 0, 0], groups, n_q, n_k, tile_m, tile_n, threads, fwd, bits)
+    cdef int64_t groups, n_q, n_k
+    groups, n_q, n_k = _classify_dense(mask, tile_m, tile_n, threads, fwd, bits)
     return _finish(fwd, bits, groups, n_q, n_k, tile_m, tile_n)
 
 
@@ -201,13 +205,9 @@ def dense_tiles(mask, int tile_m, int tile_n, int threads=1):
     The forward block list of a dense boolean mask with one bit tile per PARTIAL entry (``payload`` counts
     them in order), before deduplication: pieces of a plan that :func:`finish_bits` joins.
     """
-    _check_tile(tile_m, tile_n)
-    cdef const uint8_t[:, :, ::1] m = _bool3d(mask)
-    cdef int64_t groups = m.shape[0], n_q = m.shape[1], n_k = m.shape[2]
     cdef BlockList fwd
     cdef vector[uint32_t] bits
-    with nogil:
-        classify_dense(&m[0, 0, 0], groups, n_q, n_k, tile_m, tile_n, threads, fwd, bits)
+    cdef int64_t groups = _classify_dense(mask, tile_m, tile_n, threads, fwd, bits)[0]
     return {
         "row_ptr": _copy(fwd.ptr.data(), fwd.ptr.size(), np.int64).reshape(groups, -1),
         "col_idx": _copy(fwd.idx.data(), fwd.idx.size(), np.int32),
