@@ -226,6 +226,34 @@ def test_cell_constant_predicate_gives_the_elementwise_plan(tile):
     assert compile_mask(spec, tile).equals(compile_mask(plain, tile))
 
 
+@st.composite
+def cell_masks(draw):
+    """(spec, tile): a predicate constant on cells of a random table, in a random token order or none, and a tile
+    that is a multiple of the cell."""
+    n, cell = draw(st.integers(1, 700)), draw(st.sampled_from([16, 32, 48, 64]))
+    tile = tuple(cell * draw(st.integers(1, 256 // cell)) for _ in range(2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    table = rng.random((-(-n // cell),) * 2) < draw(st.floats(0, 1))
+    perm = rng.permutation(n) if draw(st.booleans()) else None
+    return masks.FunctionMask(lambda i, j: table[i // cell, j // cell], n, n, cell=(cell, cell), perm=perm), tile
+
+
+@settings(max_examples=150, deadline=None)
+@given(cell_masks())
+def test_cell_path_any_shape(spec_tile):
+    """Tiles that are multiples of the cell are classified from the cells (once per cell over the whole grid, no
+    element-wise strip): the plan is the element-wise one for every size, edge and density, and is the predicate
+    (in the plan's token order)."""
+    from maskattn import compile_mask
+
+    spec, tile = spec_tile
+    plain = masks.FunctionMask(spec.mask_mod, spec.n_q, spec.n_k, perm=spec.perm)
+    plan = compile_mask(spec, tile)
+    assert plan.equals(compile_mask(plain, tile))
+    tokens = np.arange(spec.n_q)
+    assert np.array_equal(plan.to_dense()[0, 0], spec.mask_mod(tokens[:, None], tokens[None, :]))
+
+
 def test_bigbird():
     n, block, w, g, r = 100, 8, 3, 2, 3
     spec = masks.bigbird(n, block, window_blocks=w, global_blocks=g, random_blocks=r, seed=5)

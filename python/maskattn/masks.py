@@ -512,7 +512,7 @@ class FunctionMask(MaskSpec):
     ``support(tile)`` returns a bool array (n_mblocks, n_nblocks) that must cover every true element; None
     means every tile (cost O(n_q * n_k) at compile time). ``cell = (rows, cols)`` says the predicate is constant
     on cells of that size (a block pattern): where the tile is a multiple of it, the predicate is evaluated once
-    per cell and the result repeated.
+    per cell over the whole grid (O(n_q * n_k / cell area)) and the tiles are classified from their cells.
 
     ``perm`` (square masks): the token order the plan is built in, as :class:`GraphMask`'s; ``mask_mod`` and
     ``support`` then speak of positions in that order (position p is the caller's token ``perm[p]``), while
@@ -536,25 +536,24 @@ class FunctionMask(MaskSpec):
     def to_dense(self):
         return self._caller_order(self._eval(np.arange(self.n_q), np.arange(self.n_k)))[None, None]
 
-    def _eval_strip(self, rows, cols, tile):
-        """The predicate on rows x cols (a query-block strip and its support's key blocks): per cell and repeated
-        where the tile is a multiple of the cell (then rows and cols start on cell boundaries), else per element."""
-        if self.cell is None or tile[0] % self.cell[0] or tile[1] % self.cell[1]:
-            return self._eval(rows, cols)
-        cm, cn = self.cell
-        cells = self._eval(rows[::cm], cols[::cn])
-        return np.repeat(np.repeat(cells, cm, axis=0)[:rows.size], cn, axis=1)[:, :cols.size]
-
     def _compile(self, tile, threads):
         tile_m, tile_n = tile
-        n_q, n_k = self.n_q, self.n_k
-        rows_b, cols_b = -(-n_q // tile_m), -(-n_k // tile_n)
+        rows_b, cols_b = -(-self.n_q // tile_m), -(-self.n_k // tile_n)
         support = np.ones((rows_b, cols_b), bool) if self.support is None else np.asarray(self.support(tile))
         if support.shape != (rows_b, cols_b):
             raise ValueError(f"support returned shape {support.shape}; expected {(rows_b, cols_b)}")
+        on_cells = self.cell is not None and tile_m % self.cell[0] == 0 and tile_n % self.cell[1] == 0
+        raw = self._cell_tiles(tile, support) if on_cells else self._element_tiles(tile, support)
+        return BlockMask(self.shape, tile, _maskprep.finish_bits(raw, self.n_q, self.n_k, tile_m, tile_n),
+                         perm=self.perm)
+
+    def _element_tiles(self, tile, support):
+        """The forward tiles, the predicate evaluated per element on each query-block strip's supported tiles."""
+        tile_m, tile_n = tile
+        n_q, n_k = self.n_q, self.n_k
         row_ptr, col_idx, kind, payload, bits = [0], [], [], [], []
         partial = 0
-        for m in range(rows_b):
+        for m in range(support.shape[0]):
             blocks = np.flatnonzero(support[m])
             if blocks.size == 0:
                 row_ptr.append(row_ptr[-1])
@@ -562,7 +561,7 @@ class FunctionMask(MaskSpec):
             cols = (blocks[:, None] * tile_n + np.arange(tile_n)).ravel()
             cols = cols[cols < n_k]
             rows = np.arange(m * tile_m, min(n_q, (m + 1) * tile_m))
-            piece = _maskprep.dense_tiles(self._eval_strip(rows, cols, tile)[None], tile_m, tile_n)
+            piece = _maskprep.dense_tiles(self._eval(rows, cols)[None], tile_m, tile_n)
             col_idx.append(blocks[piece["col_idx"]])
             kind.append(piece["kind"])
             payload.append(np.where(piece["payload"] >= 0, piece["payload"] + partial, -1))
@@ -570,14 +569,55 @@ class FunctionMask(MaskSpec):
             partial += piece["bits"].shape[0]
             row_ptr.append(row_ptr[-1] + piece["col_idx"].size)
         words = tile_m * tile_n // 32
-        raw = {
+        return {
             "row_ptr": np.asarray(row_ptr, np.int64)[None],
             "col_idx": np.concatenate(col_idx) if col_idx else np.empty(0, np.int32),
             "kind": np.concatenate(kind) if kind else np.empty(0, np.uint8),
             "payload": np.concatenate(payload) if payload else np.empty(0, np.int32),
             "bits": np.concatenate(bits) if bits else np.empty((0, words), np.uint32),
         }
-        return BlockMask(self.shape, tile, _maskprep.finish_bits(raw, n_q, n_k, tile_m, tile_n), perm=self.perm)
+
+    def _cell_tiles(self, tile, support):
+        """The forward tiles where the tile is a multiple of the cell: the predicate once per cell of the whole
+        grid, each tile classified from its cells (FULL: every cell holding a valid element is true), one bit tile
+        per distinct (cells, valid rows, valid columns) of the PARTIAL tiles."""
+        (tile_m, tile_n), (cm, cn) = tile, self.cell
+        n_q, n_k = self.n_q, self.n_k
+        rows_b, cols_b = support.shape
+        per_m, per_n = tile_m // cm, tile_n // cn
+        first_row, first_col = np.arange(rows_b * per_m) * cm, np.arange(cols_b * per_n) * cn
+        in_rows, in_cols = first_row < n_q, first_col < n_k
+        cells = np.zeros((first_row.size, first_col.size), bool)  # cells past the edges hold no element: false
+        cells[np.ix_(in_rows, in_cols)] = self._eval(first_row[in_rows], first_col[in_cols])
+        cells &= np.repeat(np.repeat(support, per_m, axis=0), per_n, axis=1)
+
+        def per_tile(reduce, x):  # (rows_b * per_m, cols_b * per_n) cells -> (rows_b, cols_b), two passes
+            return reduce(reduce(x.reshape(rows_b, per_m, -1), axis=1).reshape(rows_b, cols_b, per_n), axis=2)
+
+        listed = per_tile(np.logical_or.reduce, cells)
+        m_idx, n_idx = np.nonzero(listed)  # row-major: key blocks ascending in each query block
+        full = per_tile(np.logical_and.reduce, cells | ~(in_rows[:, None] & in_cols[None, :]))[m_idx, n_idx]
+        pm, pn = m_idx[~full], n_idx[~full]
+        valid_rows = np.minimum(tile_m, n_q - pm * tile_m).astype(np.int32)
+        valid_cols = np.minimum(tile_n, n_k - pn * tile_n).astype(np.int32)
+        by_tile = cells.reshape(rows_b, per_m, cols_b, per_n).swapaxes(1, 2)  # (rows_b, cols_b, per_m, per_n)
+        keys = np.concatenate([np.packbits(by_tile[pm, pn].reshape(pm.size, per_m * per_n), axis=1),
+                               valid_rows[:, None].view(np.uint8), valid_cols[:, None].view(np.uint8)], axis=1)
+        # one bytes value per key (np.unique over rows, axis=0, is ten times slower)
+        _, first, which = np.unique(keys.view(f"V{keys.shape[1]}").ravel(), return_index=True, return_inverse=True)
+        elements = np.repeat(np.repeat(by_tile[pm[first], pn[first]], cm, axis=1), cn, axis=2)
+        elements &= np.arange(tile_m)[None, :, None] < valid_rows[first, None, None]
+        elements &= np.arange(tile_n)[None, None, :] < valid_cols[first, None, None]
+        payload = np.full(m_idx.size, -1, np.int32)
+        payload[~full] = which.ravel()
+        bits = np.packbits(elements.reshape(first.size, tile_m * tile_n), axis=1, bitorder="little")
+        return {
+            "row_ptr": np.concatenate([[0], np.cumsum(listed.sum(axis=1))]).astype(np.int64)[None],
+            "col_idx": n_idx.astype(np.int32),
+            "kind": np.where(full, 1, 2).astype(np.uint8),  # FULL, PARTIAL
+            "payload": payload,
+            "bits": bits.view(np.uint32),  # element (r, c) at bit r * tile_n + c, as dense_tiles writes them
+        }
 
 
 def coarse_support(table, cell, n_q: int, n_k: int):
