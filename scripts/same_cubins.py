@@ -19,15 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-import test_nvcc  # noqa: E402  (the job list)
+import test_nvcc  # noqa: E402  (the job list and its nvcc command lines)
 
 
 def cubin(nvcc, gpu_dir, job, out):
     source, arch, defines, _ = job
-    target = f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch.endswith("a") else f"-arch={arch}"
-    subprocess.run([nvcc, target, "-std=c++17", "-cubin", "-DMASKATTN_INSTANTIATE",
-                    *(f"-D{k}={v}" for k, v in defines.items()), str(gpu_dir / source.name), "-o", str(out)],
-                   check=True)
+    subprocess.run(test_nvcc.nvcc_command(nvcc, gpu_dir / source.name, arch, defines, "-cubin", out), check=True,
+                   capture_output=True)
     return out.read_bytes()
 
 

@@ -80,10 +80,16 @@ def _jobs():
     return jobs
 
 
-def _compile(nvcc, source, arch, defines, out_dir):
+def nvcc_command(nvcc, source, arch, defines, output, out):
+    """The nvcc command line of one job (scripts/same_cubins.py builds the same jobs): ``output`` is nvcc's output
+    kind, -c (an object) or -cubin."""
     target = f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch.endswith("a") else f"-arch={arch}"
-    cmd = [nvcc, target, "-std=c++17", "-Xptxas", "-v", "-c", "-DMASKATTN_INSTANTIATE",
-           *(f"-D{k}={v}" for k, v in defines.items()), str(source), "-o", str(out_dir / "out.o")]
+    return [nvcc, target, "-std=c++17", "-Xptxas", "-v", output, "-DMASKATTN_INSTANTIATE",
+            *(f"-D{k}={v}" for k, v in defines.items()), str(source), "-o", str(out)]
+
+
+def _compile(nvcc, source, arch, defines, out_dir):
+    cmd = nvcc_command(nvcc, source, arch, defines, "-c", out_dir / "out.o")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     return " ".join(cmd), proc.returncode, proc.stdout + proc.stderr
 
