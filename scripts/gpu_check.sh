@@ -36,14 +36,15 @@ import cupy as cp
 import ml_dtypes
 import numpy as np
 
-from maskattn import _cuda, compile_mask, masks
+from maskattn import compile_mask, masks
+from maskattn.backends import cuda
 
 dtype = np.dtype(ml_dtypes.bfloat16)
-plan = compile_mask(masks.full(8192), tile=_cuda.tile_for(128, dtype))
+plan = compile_mask(masks.full(8192), tile=cuda.tile_for(128, dtype))
 rng = np.random.default_rng(0)
 q, k, v = (cp.asarray(rng.standard_normal((2, 16, 8192, 128), dtype=np.float32).astype(dtype)) for _ in range(3))
 for _ in range(3):
-    _cuda.forward(q, k, v, plan, 128 ** -0.5)
+    cuda.forward(q, k, v, plan, 128 ** -0.5)
 cp.cuda.Device().synchronize()
 EOF
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)

@@ -15,7 +15,10 @@ import cupy as cp
 import ml_dtypes
 import numpy as np
 
-from maskattn import _cuda, _cuda_backward, compile_mask, masks
+from maskattn import compile_mask, masks
+from maskattn.backends import cuda
+from maskattn.backends.cuda import bwd as cuda_bwd
+from maskattn.backends.cuda import kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -57,14 +60,14 @@ class Timed:
 
 
 def kernel_breakdown(fn, reps=5):
-    log, plain = [], _cuda_backward._kernels
-    _cuda_backward._kernels = lambda *a: {k: (Timed(k, kern, log), smem) for k, (kern, smem) in plain(*a).items()}
+    log, plain = [], cuda_bwd._kernels
+    cuda_bwd._kernels = lambda *a: {k: (Timed(k, kern, log), smem) for k, (kern, smem) in plain(*a).items()}
     try:
         for _ in range(reps):
             fn()
         cp.cuda.Device().synchronize()
     finally:
-        _cuda_backward._kernels = plain
+        cuda_bwd._kernels = plain
     times = {}
     for name, start, stop in log:
         times.setdefault(name, []).append(cp.cuda.get_elapsed_time(start, stop))
@@ -87,19 +90,19 @@ def forward_rows(rng, variants):
         for name, D, config in (("full", 128, (128, 64, 4, 2)), ("full", 128, (64, 64, 4, 2)),
                                 ("full", 64, (64, 128, 4, 2))):
             cases.append((f"{name} {config}", masks.full(8192), 2, 16, D, BF16, config))
-    shipped = {d: c for d, c in _cuda._FWD_CONFIGS.items()}
+    shipped = {d: c for d, c in kernels.FWD_CONFIGS.items()}
     rows = []
     for name, spec, B, H, D, dtype, config in cases:
-        _cuda._FWD_CONFIGS[D] = shipped[D] if config in (None, "mma") else (config,)
+        kernels.FWD_CONFIGS[D] = shipped[D] if config in (None, "mma") else (config,)
         os.environ["MASKATTN_SM90"] = "0" if config == "mma" else "1"
-        plan = compile_mask(spec, tile=_cuda.tile_for(D, dtype))
+        plan = compile_mask(spec, tile=cuda.tile_for(D, dtype))
         q, k, v = inputs(3, (B, H, spec.n_q, D), dtype, rng)
         out = cp.empty_like(q)
-        ms = median_ms(lambda: _cuda.forward(q, k, v, plan, D ** -0.5, out=out))
-        wgmma = _cuda._uses_sm90(D, plan.tile, cp.cuda.Device().id)
-        label = "wgmma (128, 128)" if wgmma else str(_cuda._FWD_CONFIGS[D][0])
+        ms = median_ms(lambda: cuda.forward(q, k, v, plan, D ** -0.5, out=out))
+        wgmma = kernels.uses_sm90(D, plan.tile, cp.cuda.Device().id)
+        label = "wgmma (128, 128)" if wgmma else str(kernels.FWD_CONFIGS[D][0])
         rows.append((name, B, spec.n_q, D, dtype.name, label, ms, 4 * D * pairs_of(plan, B, H) / ms / 1e9))
-    _cuda._FWD_CONFIGS.update(shipped)
+    kernels.FWD_CONFIGS.update(shipped)
     os.environ.pop("MASKATTN_SM90")
     return rows
 
@@ -112,16 +115,16 @@ def backward_rows(rng):
     rows = []
     device = cp.cuda.Device().id
     for name, spec in (("causal", masks.causal(n)), ("full", masks.full(n))):
-        plan = compile_mask(spec, tile=_cuda.tile_for(D, BF16))
+        plan = compile_mask(spec, tile=cuda.tile_for(D, BF16))
         q, k, v, do = inputs(4, (B, H, n, D), BF16, rng)
         flops = 4 * D * pairs_of(plan, B, H)
         for det, sm90 in ((True, "1"), (True, "0"), (False, "1")):
             os.environ["MASKATTN_SM90"] = sm90
-            out, lse = _cuda.forward(q, k, v, plan, D ** -0.5)
-            fwd = median_ms(lambda: _cuda.forward(q, k, v, plan, D ** -0.5, out=out), reps=10)
-            run = lambda: _cuda_backward.backward(do, q, k, v, out, lse, plan, D ** -0.5, det)  # noqa: E731
+            out, lse = cuda.forward(q, k, v, plan, D ** -0.5)
+            fwd = median_ms(lambda: cuda.forward(q, k, v, plan, D ** -0.5, out=out), reps=10)
+            run = lambda: cuda.backward(do, q, k, v, out, lse, plan, D ** -0.5, det)  # noqa: E731
             bwd = median_ms(run, reps=10)
-            wgmma = _cuda_backward.uses_sm90(D, plan.tile, det, device)
+            wgmma = cuda_bwd.uses_sm90(D, plan.tile, det, device)
             label = ("wgmma" if wgmma else "mma.sync") + ("" if det else " atomic dQ")
             print(f"{name} {label} kernels (ms): {kernel_breakdown(run)}")
             rows.append((name, label, fwd, bwd, flops / fwd / 1e9, 2.5 * flops / bwd / 1e9, 3.5 * flops / (fwd + bwd) / 1e9))

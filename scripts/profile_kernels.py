@@ -12,8 +12,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import maskattn
-from maskattn import workloads
-from maskattn.bench import _compiled_flex, flex_mask_mod
+from maskattn.bench import workloads
+from maskattn.bench.peers import compiled_flex, flex_mask_mod
 
 
 def kernel_us(step, iters=5):
@@ -39,7 +39,7 @@ def main():
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--workloads", nargs="+", default=["graph_rcm", "lf_dilated", "bigbird", "causal"])
     args = p.parse_args()
-    flex, create_block_mask = _compiled_flex()
+    flex, create_block_mask = compiled_flex()
     B, H, D, n = 1, args.heads, args.head_dim, args.n
     for name in args.workloads:
         spec = workloads.build(name, n)

@@ -5,7 +5,7 @@ import pytest
 
 import maskattn
 from maskattn import masks
-from maskattn.__main__ import dense_softmax_attention
+from maskattn.testing import dense_softmax_attention
 
 
 def qkv(B=2, H=4, Hk=2, n_q=70, n_k=90, D=16, dtype=np.float64, seed=0):

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import maskattn
-from maskattn import _cuda, masks, workloads
+from maskattn import masks
+from maskattn.backends import cuda
+from maskattn.bench import workloads
 
 
 @pytest.mark.parametrize("build", [
@@ -35,21 +37,21 @@ def test_repeat_rows_is_none_where_rows_do_not_repeat_simply():
 def test_num_splits_heuristic():
     sms, smem = 132, 87040  # an H100 with the decode tile at head dim 128: two CTAs per SM
     # 64 CTAs (batch 8 x 8 KV heads) over 64 key blocks: split until about one full wave
-    s = _cuda.num_splits_for(64, 64, smem, sms)
-    assert 2 <= s <= _cuda.MAX_SPLITS and 64 * s <= 2 * 2 * sms
+    s = cuda.num_splits_for(64, 64, smem, sms)
+    assert 2 <= s <= cuda.MAX_SPLITS and 64 * s <= 2 * 2 * sms
     assert (64 * s / 264) / np.ceil(64 * s / 264) >= 0.85
-    assert _cuda.num_splits_for(264, 64, smem, sms) == 1      # a wave already
-    assert _cuda.num_splits_for(8, 3, smem, sms) == 1         # too little work to split
-    assert _cuda.num_splits_for(1, 6, smem, sms) == 3         # at most one split per two key blocks
-    assert 0.85 * _cuda.MAX_SPLITS <= _cuda.num_splits_for(1, 10_000, smem, sms) <= _cuda.MAX_SPLITS
+    assert cuda.num_splits_for(264, 64, smem, sms) == 1      # a wave already
+    assert cuda.num_splits_for(8, 3, smem, sms) == 1         # too little work to split
+    assert cuda.num_splits_for(1, 6, smem, sms) == 3         # at most one split per two key blocks
+    assert 0.85 * cuda.MAX_SPLITS <= cuda.num_splits_for(1, 10_000, smem, sms) <= cuda.MAX_SPLITS
 
 
 def test_decode_tile_only_for_few_rows():
     dtype = np.float16
-    training = _cuda.tile_for(128, dtype, device=None)
-    assert _cuda.tile_for(128, dtype, rows=64) == (64, 64)
-    assert _cuda.tile_for(128, dtype, rows=65) == training
-    assert _cuda.tile_for(128, dtype) == training
+    training = cuda.tile_for(128, dtype, device=None)
+    assert cuda.tile_for(128, dtype, rows=64) == (64, 64)
+    assert cuda.tile_for(128, dtype, rows=65) == training
+    assert cuda.tile_for(128, dtype) == training
 
 
 def test_mc_sim_7b_63_tree():

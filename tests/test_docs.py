@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-MODULES = ["maskattn.masks", "maskattn.plan", "maskattn.api", "maskattn.workloads", "maskattn.torch"]
+MODULES = ["maskattn.masks.intervals", "maskattn.masks.dense", "maskattn.masks.reorder", "maskattn.api",
+           "maskattn.bench.workloads", "maskattn.torch"]
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import maskattn
-from maskattn import _graphs, masks
+from maskattn import masks, testing
 
 
 def qkv(shape_q, shape_kv, seed):
@@ -24,10 +24,10 @@ def assert_same(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("family", list(_graphs.FAMILIES))
+@pytest.mark.parametrize("family", list(testing.FAMILIES))
 @pytest.mark.parametrize("reorder", ["rcm", "auto"])
 def test_reordered_graph_attention_equals_the_dense_mask(family, reorder):
-    adj = _graphs.FAMILIES[family](700, 1)
+    adj = testing.FAMILIES[family](700, 1)
     n = adj.shape[0]
     spec = masks.from_graph(adj, reorder=reorder)
     if reorder == "rcm":
@@ -54,7 +54,7 @@ def test_directed_graph_without_self_loops_in_bnhd_layout():
 
 
 def test_graph_attention_against_naive_softmax():
-    adj = _graphs.molecules(300, seed=4)
+    adj = testing.molecules(300, seed=4)
     q, k, v = qkv((1, 1, 300, 8), (1, 1, 300, 8), seed=5)
     out = maskattn.attention(q, k, v, masks.from_graph(adj))
     scores = np.where(adj.toarray(), q[0, 0] @ k[0, 0].T / np.sqrt(8), -np.inf)

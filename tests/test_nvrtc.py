@@ -14,11 +14,12 @@ import os
 
 import pytest
 
-from maskattn import _cuda, _cuda_backward
+from maskattn.backends.cuda import bwd as cuda_bwd
+from maskattn.backends.cuda import kernels
 
 # the installed sources, which the package compiles at run time: a source or header missing from gpu/meson.build
 # fails here in CI (a non-editable install), not on a user's GPU
-GPU_DIR = _cuda._source_dir()
+GPU_DIR = kernels.source_dir()
 
 
 def _find_nvrtc():
@@ -71,19 +72,19 @@ def _compile(lib, source, names, options):
 
 
 def _builds():
-    options = (*_cuda.nvrtc_options(GPU_DIR), "-ftz=true")
-    training = _cuda._FWD_CONFIGS[128][0]
-    yield "fwd.cu", [_cuda.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS"),
-                     _cuda.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS", perm=True),
-                     *(_cuda.fwd_kernel_name("half_t", 64, c, "MASK_INTERVALS") for c in _cuda._DECODE_CONFIGS),
-                     _cuda.combine_kernel_name("half_t", 96)], (*options, "-arch=sm_90")
-    yield "fwd_sm90.cu", [_cuda.sm90_kernel_name("bf16_t", 128, "MASK_INTERVALS", perm) for perm in (False, True)], (
+    options = (*kernels.nvrtc_options(GPU_DIR), "-ftz=true")
+    training = kernels.FWD_CONFIGS[128][0]
+    yield "fwd.cu", [kernels.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS"),
+                     kernels.fwd_kernel_name("bf16_t", 128, training, "MASK_BITS", perm=True),
+                     *(kernels.fwd_kernel_name("half_t", 64, c, "MASK_INTERVALS") for c in kernels.DECODE_CONFIGS),
+                     kernels.combine_kernel_name("half_t", 96)], (*options, "-arch=sm_90")
+    yield "fwd_sm90.cu", [kernels.sm90_kernel_name("bf16_t", 128, "MASK_INTERVALS", perm) for perm in (False, True)], (
         *options, "-arch=sm_90a")
     for deterministic, perm in ((True, False), (False, False), (True, True)):
-        names = _cuda_backward.kernel_names("half_t", 64, (128, 128), "MASK_BITS", deterministic, perm=perm)
+        names = cuda_bwd.kernel_names("half_t", 64, (128, 128), "MASK_BITS", deterministic, perm=perm)
         yield "bwd.cu", list(names.values()), (*options, "-arch=sm_80")
     for perm in (False, True):
-        sm90 = _cuda_backward.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True, perm=perm)
+        sm90 = cuda_bwd.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True, perm=perm)
         yield "bwd_sm90.cu", [sm90["dkdv"], sm90["dq"]], (*options, "-arch=sm_90a")
     yield "classify.cu", [], ("-std=c++17", "-arch=sm_90")  # extern "C": looked up by its plain name
 

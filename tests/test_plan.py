@@ -184,8 +184,8 @@ def test_dense_and_interval_paths_agree():
 
 def test_threads_do_not_change_the_plan():
     mask = np.random.default_rng(1).random((1, 2, 500, 300)) < 0.01
-    one = masks.from_dense(mask)._compile((32, 64), 1)
-    many = masks.from_dense(mask)._compile((32, 64), 4)
+    one = maskattn.compile_mask(masks.from_dense(mask), (32, 64), threads=1)
+    many = maskattn.compile_mask(masks.from_dense(mask), (32, 64), threads=4)
     assert one.equals(many)
 
 

@@ -1,4 +1,4 @@
-"""Node orderings of graph masks (maskprep.rcm, maskattn._reorder): every order is a permutation on every
+"""Node orderings of graph masks (maskprep.rcm, maskattn.masks.reorder): every order is a permutation on every
 graph, the reordered plan is the permuted adjacency, and on the test corpus reorder="auto" leaves no more
 active 128 x 128 tiles than scipy's reverse_cuthill_mckee (the yardstick of DESIGN.md), and fewer on average."""
 
@@ -11,12 +11,12 @@ from scipy.sparse.csgraph import connected_components
 from scipy.sparse.csgraph import reverse_cuthill_mckee as scipy_rcm
 
 import maskattn
-from maskattn import _graphs, masks
+from maskattn import masks, testing
 from maskattn._maskprep import rcm
-from maskattn._reorder import TILE, active_tiles, node_order, reverse_cuthill_mckee
+from maskattn.masks.reorder import TILE, active_tiles, node_order, reverse_cuthill_mckee
 
 SIZES = (1000, 5000, 20000)
-CORPUS = {(family, n): adj for family, n, adj in _graphs.corpus(SIZES, seed=0)}
+CORPUS = {(family, n): adj for family, n, adj in testing.corpus(SIZES, seed=0)}
 
 
 def assert_permutation(perm, n):
@@ -94,10 +94,10 @@ def test_generators_shuffle_symmetric_graphs_with_self_loops():
 # ------------------------------------------------------------------------------------------- end to end, plans
 
 
-@pytest.mark.parametrize("family", list(_graphs.FAMILIES))
+@pytest.mark.parametrize("family", list(testing.FAMILIES))
 @pytest.mark.parametrize("reorder", [None, "rcm", "auto"])
 def test_reordered_plan_is_the_permuted_adjacency(family, reorder):
-    adj = _graphs.FAMILIES[family](1500, 3)
+    adj = testing.FAMILIES[family](1500, 3)
     spec = masks.from_graph(adj, reorder=reorder)
     perm = np.arange(adj.shape[0]) if spec.perm is None else spec.perm
     plan = maskattn.compile_mask(spec, (TILE, TILE))

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import maskattn
-from maskattn import _reference, masks
+from maskattn import masks
+from maskattn.backends import reference
 
 # numpy reports NaN, overflow and log(0) as RuntimeWarnings: the reference must raise none of them
 pytestmark = pytest.mark.filterwarnings("error")
@@ -53,8 +54,8 @@ def check(spec, tile, *, B=1, H=1, Hk=1, D=8, seed=0, tol=1e-10):
     q, k, v, do = inputs(rng, B, H, Hk, spec.n_q, spec.n_k, D)
     scale = float(rng.uniform(0.2, 1.5))
     plan = maskattn.compile_mask(spec, tile)
-    out, lse = _reference.forward(q, k, v, plan, scale)
-    grads = _reference.backward(do, q, k, v, out, lse, plan, scale)
+    out, lse = reference.forward(q, k, v, plan, scale)
+    grads = reference.backward(do, q, k, v, out, lse, plan, scale)
     want = dense_attention(q, k, v, spec.to_dense(), scale, do)
     for name, got, exp in zip(("out", "lse", "dq", "dk", "dv"), (out, lse, *grads), want):
         assert got.dtype == np.float64 and got.shape == exp.shape, name
@@ -164,8 +165,8 @@ def test_empty_plan():
     rng = np.random.default_rng(2)
     q, k, v, do = inputs(rng, 1, 2, 2, 20, 30, 4)
     plan = maskattn.compile_mask(masks.from_dense(np.zeros((20, 30), bool)), (16, 16))
-    out, lse = _reference.forward(q, k, v, plan, 0.5)
-    grads = _reference.backward(do, q, k, v, out, lse, plan, 0.5)
+    out, lse = reference.forward(q, k, v, plan, 0.5)
+    grads = reference.backward(do, q, k, v, out, lse, plan, 0.5)
     assert np.all(out == 0) and np.all(lse == -np.inf)
     assert all(np.all(g == 0) for g in grads)
 
@@ -177,11 +178,11 @@ def test_strided_views():
     k, v = (rng.standard_normal((2, 60, 2, 8)).swapaxes(1, 2) for _ in range(2))
     assert not q.flags.c_contiguous
     plan = maskattn.compile_mask(masks.causal(37, 60), (16, 32))
-    out, lse = _reference.forward(q, k, v, plan, 0.3)
-    grads = _reference.backward(do, q, k, v, out, lse, plan, 0.3)
+    out, lse = reference.forward(q, k, v, plan, 0.3)
+    grads = reference.backward(do, q, k, v, out, lse, plan, 0.3)
     contiguous = [np.ascontiguousarray(x) for x in (q, k, v, do)]
-    out_c, lse_c = _reference.forward(*contiguous[:3], plan, 0.3)
-    grads_c = _reference.backward(contiguous[3], *contiguous[:3], out_c, lse_c, plan, 0.3)
+    out_c, lse_c = reference.forward(*contiguous[:3], plan, 0.3)
+    grads_c = reference.backward(contiguous[3], *contiguous[:3], out_c, lse_c, plan, 0.3)
     for got, want in zip((out, lse, *grads), (out_c, lse_c, *grads_c)):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
@@ -196,10 +197,10 @@ def test_backward_matches_finite_differences():
     scale = 0.7
 
     def loss(q, k, v):
-        return float(np.sum(_reference.forward(q, k, v, plan, scale)[0] * w))
+        return float(np.sum(reference.forward(q, k, v, plan, scale)[0] * w))
 
-    out, lse = _reference.forward(q, k, v, plan, scale)
-    grads = _reference.backward(w, q, k, v, out, lse, plan, scale)
+    out, lse = reference.forward(q, k, v, plan, scale)
+    grads = reference.backward(w, q, k, v, out, lse, plan, scale)
     eps = 1e-6
     for which, grad in enumerate(grads):
         numeric = np.zeros_like(grad)
@@ -217,11 +218,11 @@ def test_float32(spec):
     rng = np.random.default_rng(6)
     q, k, v, do = inputs(rng, 2, 4, 2, spec.n_q, spec.n_k, 16)
     plan = maskattn.compile_mask(spec, (16, 32))
-    out64, lse64 = _reference.forward(q, k, v, plan, 0.25)
-    want = (out64, lse64, *_reference.backward(do, q, k, v, out64, lse64, plan, 0.25))
+    out64, lse64 = reference.forward(q, k, v, plan, 0.25)
+    want = (out64, lse64, *reference.backward(do, q, k, v, out64, lse64, plan, 0.25))
     q, k, v, do = (x.astype(np.float32) for x in (q, k, v, do))
-    out, lse = _reference.forward(q, k, v, plan, 0.25)
-    got = (out, lse, *_reference.backward(do, q, k, v, out, lse, plan, 0.25))
+    out, lse = reference.forward(q, k, v, plan, 0.25)
+    got = (out, lse, *reference.backward(do, q, k, v, out, lse, plan, 0.25))
     for name, g, w in zip(("out", "lse", "dq", "dk", "dv"), got, want):
         assert g.dtype == np.float32, name
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
@@ -232,4 +233,4 @@ def test_plan_must_fit():
     q, k, v, _ = inputs(rng, 1, 2, 2, 20, 30, 4)
     plan = maskattn.compile_mask(masks.causal(20, 31), (16, 16))
     with pytest.raises(ValueError, match="does not fit"):
-        _reference.forward(q, k, v, plan, 0.5)
+        reference.forward(q, k, v, plan, 0.5)

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch", reason="maskattn.torch needs torch (pip ins
 
 import maskattn  # noqa: E402
 from maskattn import masks  # noqa: E402
-from maskattn.__main__ import dense_softmax_attention  # noqa: E402
+from maskattn.testing import dense_softmax_attention  # noqa: E402
 
 
 def tensors(B=1, H=4, Hk=2, n_q=40, n_k=40, D=8, seed=0, layout="bhnd"):

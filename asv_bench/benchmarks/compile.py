@@ -1,7 +1,7 @@
 """compile_mask on the host for every workload of WORKLOADS.md (maskprep's speed)."""
 
 import maskattn
-from maskattn import workloads
+from maskattn.bench import workloads
 
 SIZES = [4096, 16384, 65536]
 

@@ -14,10 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee as scipy_rcm
 
-from maskattn import _graphs
-from maskattn._maskprep import rcm
-from maskattn._reorder import TILE, active_tiles, node_order
-from maskattn.plan import default_threads
+from maskattn import testing
+from maskattn._maskprep import default_threads, rcm
+from maskattn.masks.reorder import TILE, active_tiles, node_order
 
 SIZES = [1000, 5000, 20000]
 ORDERS = {
@@ -41,15 +40,15 @@ def tiles(track):
 
 def million():
     """The large graph: 1,000,000 points in the unit square, 40 neighbours each (20,000,000 edges)."""
-    return _graphs.random_geometric(1_000_000, 2, degree=40.0, seed=0)
+    return testing.random_geometric(1_000_000, 2, degree=40.0, seed=0)
 
 
 class Corpus:
-    params = [list(_graphs.FAMILIES), SIZES]
+    params = [list(testing.FAMILIES), SIZES]
     param_names = ["family", "n"]
 
     def setup(self, family, n):
-        self.adj = _graphs.FAMILIES[family](n, 0)
+        self.adj = testing.FAMILIES[family](n, 0)
 
     def time_scipy(self, family, n):
         ORDERS["scipy"](self.adj)
@@ -161,7 +160,7 @@ def table(with_million=False):
           "| scipy ms | rcm ms | auto ms |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ratios = {}
-    for family, n, adj in _graphs.corpus(SIZES, seed=0):
+    for family, n, adj in testing.corpus(SIZES, seed=0):
         tiles, ms = {}, {}
         for name, order in ORDERS.items():
             perm, seconds = _best_time(order, adj)

@@ -21,32 +21,19 @@ def _gpu_available() -> bool:
         return False
 
 
-def dense_softmax_attention(q, k, v, dense_mask, scale):
-    """Plain float64 attention with a dense mask: the yardstick (O(n_q * n_k) memory; small inputs only)."""
-    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
-    rep = q.shape[1] // k.shape[1]
-    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
-    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
-    s = np.where(dense_mask, s, -np.inf)
-    row_max = s.max(axis=-1, keepdims=True)
-    seen = np.isfinite(row_max)
-    p = np.exp(s - np.where(seen, row_max, 0.0))
-    denom = p.sum(axis=-1, keepdims=True)
-    return np.einsum("bhij,bhjd->bhid", p / np.where(seen, denom, 1.0), v)
-
-
 def demo(args) -> int:
     import maskattn
-    from maskattn import workloads
+    from maskattn.bench import workloads
+    from maskattn.testing import dense_softmax_attention
 
     n, heads, head_dim = args.n, args.heads, args.head_dim
     spec = workloads.build("doc_causal", n, seed=args.seed)
     on_gpu = _gpu_available() and not args.cpu
     tile = None
     if on_gpu:
-        from . import _cuda
+        from .backends import cuda
 
-        tile = _cuda.tile_for(head_dim, "bfloat16")
+        tile = cuda.tile_for(head_dim, "bfloat16")
     start = time.perf_counter()
     plan = maskattn.compile_mask(spec, tile)
     compile_ms = (time.perf_counter() - start) * 1e3

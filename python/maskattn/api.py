@@ -1,8 +1,10 @@
-"""The public attention calls: validate, pick the backend by where the arrays live, run, hand results back.
+"""The public calls: compile a mask (:func:`compile_mask`), run attention and its backward: validate, pick the
+backend by where the arrays live, run, hand results back.
 
 NumPy (or CPU DLPack) inputs run on the exact reference backend; CuPy (or CUDA DLPack, e.g. torch) inputs run
 on the CUDA kernels. Layouts, GQA packing and mask compilation are handled here once for both; each backend
-follows a plan's token order (``plan.perm``) itself (the arrays stay in the caller's order).
+follows a plan's token order (``plan.perm``) itself (the arrays stay in the caller's order). This is the top of the
+core: it imports masks, plans and backends; the integrations (torch, Flex) import it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import os
 import numpy as np
 
 from . import masks as _masks
-from ._arrays import CupyIO, cupy_or_none, ingest, io_for
-from .plan import BlockMask, compile_mask
+from ._arrays import cupy_or_none, ingest
+from ._maskprep import default_threads
+from .backends.cuda.io import CupyIO, io_for
+from .plan import DEFAULT_TILE, BlockMask, check_tile
 
 LAYOUTS = ("bhnd", "bnhd")
 CUDA_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
@@ -28,20 +32,20 @@ class _Backend:
         self.device = device
         self.cuda = device != "cpu"
         if self.cuda:
-            from . import _cuda, _cuda_backward
+            from .backends import cuda
 
-            self.forward_launch, self.backward_launch = _cuda.forward_launch, _cuda_backward.backward_launch
+            self.forward_launch, self.backward_launch = cuda.forward_launch, cuda.backward_launch
             device_id = int(device.split(":")[1])
-            self.tile_for = lambda head_dim, dtype, rows=None: _cuda.tile_for(head_dim, dtype, device_id, rows)
-            self.decode_rows = _cuda.DECODE_ROWS
+            self.tile_for = lambda head_dim, dtype, rows=None: cuda.tile_for(head_dim, dtype, device_id, rows)
+            self.decode_rows = cuda.DECODE_ROWS
             self.xp = cupy_or_none()
             self.dtypes = ("float16", "bfloat16")
         else:
-            from . import _reference
+            from .backends import reference
 
             # the reference accumulates in a fixed order: always deterministic; it has no splits to make
-            self.forward = _reference.forward
-            self.backward = lambda *args, deterministic: _reference.backward(*args)
+            self.forward = reference.forward
+            self.backward = lambda *args, deterministic: reference.backward(*args)
             self.tile_for = lambda head_dim, dtype, rows=None: None  # any tile works
             self.decode_rows = 0  # no GQA packing: pack is always 1 here
             self.xp = np
@@ -118,6 +122,47 @@ def _check_finite(backend, **arrays):
     for name, x in arrays.items():
         if not bool(xp.isfinite(x).all()):
             raise ValueError(f"{name} holds inf or NaN; attention inputs must be finite")
+
+
+def compile_mask(spec, tile=None, *, threads: int | None = None) -> BlockMask:
+    """Compile a mask spec into a :class:`BlockMask` for tiles of ``tile = (tile_m, tile_n)``.
+
+    Parameters
+    ----------
+    spec : maskattn.masks.MaskSpec
+    tile : (int, int), optional
+        Multiples of 16 from 16 to 256; default (128, 128). The GPU backend compiles for its own tile.
+    threads : int, optional
+        Worker threads for dense and sparse masks (default: the machine's cores, at most 8).
+
+    Returns
+    -------
+    BlockMask
+        Cached on the spec: compiling the same spec for the same tile again returns the same plan.
+
+    Examples
+    --------
+    >>> import maskattn
+    >>> plan = maskattn.compile_mask(maskattn.masks.causal(256), tile=(64, 64))
+    >>> plan.stats()["active_blocks"], plan.stats()["partial_blocks"]
+    (10, 4)
+    """
+    if isinstance(spec, BlockMask):
+        raise TypeError("compile_mask takes a mask spec; this is already a compiled BlockMask")
+    if not isinstance(spec, _masks.MaskSpec):
+        raise TypeError(f"compile_mask takes a mask spec from maskattn.masks; got {type(spec).__name__}")
+    tile = check_tile(DEFAULT_TILE if tile is None else tile)
+    plan = spec._plans.get(tile)
+    if plan is None:
+        if isinstance(spec, _masks.DenseMask) and spec.on_device:  # planned on its GPU
+            from .backends import cuda
+
+            B, H, n_q, n_k = spec.shape
+            arrays = cuda.dense_tiles(spec.mask.reshape(B * H, n_q, n_k), tile)
+        else:  # planned on the host by maskprep
+            arrays = spec._tiles(tile, default_threads() if threads is None else int(threads))
+        plan = spec._plans[tile] = BlockMask(spec.shape, tile, arrays, perm=spec.perm)
+    return plan
 
 
 def _resolve_plan(mask, B, H, n_q, n_k, tile) -> BlockMask:

@@ -1,17 +1,18 @@
 """The block plan: which key blocks each query block visits, FULL or PARTIAL, and how PARTIAL tiles are masked.
 
-``compile_mask(spec, tile)`` turns a mask spec (``maskattn.masks``) into a :class:`BlockMask` through the
-maskprep workers; kernels and the reference backend consume nothing else.
+A :class:`BlockMask` wraps the arrays a maskprep compiler wrote for a mask spec (``spec._tiles``, on the host) or
+the CUDA backend's planner wrote for a dense mask on a GPU; ``maskattn.compile_mask`` makes and caches it. Kernels
+and the reference backend consume nothing else. This layer knows the specs and maskprep, not the backends.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
 from ._maskprep.plan import PLAN_ARRAYS
+from .masks.base import inverse_permutation
 
 FULL, PARTIAL = 1, 2
 DEFAULT_TILE = (128, 128)
@@ -26,18 +27,6 @@ def check_tile(tile) -> tuple[int, int]:
         if t < 16 or t > 256 or t % 16:
             raise ValueError(f"{name} is {t}; tiles must be multiples of 16 from 16 to 256")
     return tile_m, tile_n
-
-
-def inverse_permutation(perm: np.ndarray) -> np.ndarray:
-    """``argsort(perm)`` of a permutation, by one scatter instead of a sort (a tenth of the time at 16k)."""
-    inverse = np.empty_like(perm)
-    inverse[perm] = np.arange(perm.size)
-    return inverse
-
-
-@functools.lru_cache(maxsize=None)
-def default_threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
 
 
 class BlockMask:
@@ -260,12 +249,6 @@ class BlockMask:
             lines.append(f"... {self.groups - 4} more groups")
         return "\n".join(lines)
 
-    def to_flex_block_mask(self, device="cuda"):
-        """torch's FlexAttention ``BlockMask`` of this plan (see :func:`maskattn.interop.to_flex_block_mask`)."""
-        from .interop import to_flex_block_mask
-
-        return to_flex_block_mask(self, device)
-
     def equals(self, other: "BlockMask") -> bool:
         """Same shape, tile, token order (``perm``) and entries, and the same mask inside every PARTIAL tile."""
         if (self.shape, self.tile) != (other.shape, other.tile) or not np.array_equal(self.perm, other.perm):
@@ -280,38 +263,3 @@ class BlockMask:
         partial = self.kind == PARTIAL
         return np.array_equal(self.bit_pool[self.payload_idx[partial]], other.bit_pool[other.payload_idx[partial]])
 
-
-def compile_mask(spec, tile=None, *, threads: int | None = None) -> BlockMask:
-    """Compile a mask spec into a :class:`BlockMask` for tiles of ``tile = (tile_m, tile_n)``.
-
-    Parameters
-    ----------
-    spec : maskattn.masks.MaskSpec
-    tile : (int, int), optional
-        Multiples of 16 from 16 to 256; default (128, 128). The GPU backend compiles for its own tile.
-    threads : int, optional
-        Worker threads for dense and sparse masks (default: the machine's cores, at most 8).
-
-    Returns
-    -------
-    BlockMask
-        Cached on the spec: compiling the same spec for the same tile again returns the same plan.
-
-    Examples
-    --------
-    >>> import maskattn
-    >>> plan = maskattn.compile_mask(maskattn.masks.causal(256), tile=(64, 64))
-    >>> plan.stats()["active_blocks"], plan.stats()["partial_blocks"]
-    (10, 4)
-    """
-    if isinstance(spec, BlockMask):
-        raise TypeError("compile_mask takes a mask spec; this is already a compiled BlockMask")
-    # the plan cache of every maskattn.masks.MaskSpec (not imported here: masks imports this module)
-    plans = getattr(spec, "_plans", None)
-    if plans is None:
-        raise TypeError(f"compile_mask takes a mask spec from maskattn.masks; got {type(spec).__name__}")
-    tile = check_tile(DEFAULT_TILE if tile is None else tile)
-    cached = plans.get(tile)
-    if cached is None:
-        cached = plans[tile] = spec._compile(tile, default_threads() if threads is None else int(threads))
-    return cached

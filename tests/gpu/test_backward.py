@@ -1,4 +1,4 @@
-"""The CUDA backward kernels (maskattn._cuda_backward.backward) against the float64 reference, on every mask family.
+"""The CUDA backward kernels (maskattn._cuda_bwd.backward) against the float64 reference, on every mask family.
 
 Needs CuPy and a CUDA device; skipped, with the reason shown, without them. Each test draws fresh 16-bit inputs from
 a seed of its own, runs the float64 reference forward and backward (``maskattn._reference``) on exact float64
@@ -17,7 +17,9 @@ from families import device_input as _make, dtype_of as _dtype, poisoned as _poi
 
 cp = require_gpu()
 
-from maskattn import _cuda, _cuda_backward, _reference, compile_mask, masks  # noqa: E402
+from maskattn import compile_mask, masks  # noqa: E402
+from maskattn.backends import cuda, reference  # noqa: E402
+from maskattn.backends.cuda import bwd as cuda_bwd  # noqa: E402
 
 TOL = {"float16": 1e-2, "bfloat16": 2e-2}
 
@@ -67,23 +69,23 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
     (plan, device inputs, gpu gradients): both kernel sets where the wgmma one is the default (the module
     docstring), returning the default's gradients."""
     dtype = _dtype(dtype_name)
-    plan = compile_mask(spec, tile=_cuda.tile_for(head_dim, dtype))
+    plan = compile_mask(spec, tile=cuda.tile_for(head_dim, dtype))
     if inputs is None:
         inputs = _inputs(rng, spec, dtype, head_dim, B, H, Hk, layout)
     (q64, q), (k64, k), (v64, v), (do64, do) = inputs
     scale = head_dim ** -0.5
-    out64, lse64 = _reference.forward(q64, k64, v64, plan, scale)
-    ref = _reference.backward(do64, q64, k64, v64, out64, lse64, plan, scale)
+    out64, lse64 = reference.forward(q64, k64, v64, plan, scale)
+    ref = reference.backward(do64, q64, k64, v64, out64, lse64, plan, scale)
     _, out = _make(rng, q.shape, dtype, layout, values=out64)
     lse = cp.asarray(lse64.astype(np.float32))
-    wgmma = _cuda_backward.uses_sm90(head_dim, plan.tile, deterministic, cp.cuda.Device().id)
+    wgmma = cuda_bwd.uses_sm90(head_dim, plan.tile, deterministic, cp.cuda.Device().id)
     # the mma.sync kernels first where the default is the wgmma ones, so that the default's gradients are returned
     for kernel in ("mma.sync", "wgmma") if wgmma else ("",):
         with pytest.MonkeyPatch.context() as env:
             if kernel == "mma.sync":
                 env.setenv("MASKATTN_SM90", "0")
             grads = tuple(_poisoned(x.shape, dtype, layout) for x in (q, k, k))
-            got = _cuda_backward.backward(do, q, k, v, out, lse, plan, scale, deterministic,
+            got = cuda.backward(do, q, k, v, out, lse, plan, scale, deterministic,
                                           dq=grads[0], dk=grads[1], dv=grads[2])
             assert all(g is x for g, x in zip(got, grads))
             _check(got, ref, plan, dtype_name, kernel)
@@ -101,7 +103,7 @@ def test_family(family, dtype_name, rng):
 
 
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
-@pytest.mark.parametrize("head_dim", _cuda.HEAD_DIMS)
+@pytest.mark.parametrize("head_dim", cuda.HEAD_DIMS)
 def test_head_dim_dtype(head_dim, dtype_name, rng):
     _run(FAMILIES["causal"](rng), rng, dtype_name, head_dim, B=1)
 
@@ -141,7 +143,7 @@ def test_atomic_dq(family, dtype_name, head_dim, layout, rng):
 def test_deterministic_is_bit_identical(family, dtype_name, head_dim, rng):
     plan, args, first = _run(FAMILIES[family](rng), rng, dtype_name, head_dim)
     first = [x.view(cp.uint16).copy() for x in first]
-    again = _cuda_backward.backward(*args, plan, head_dim ** -0.5)
+    again = cuda.backward(*args, plan, head_dim ** -0.5)
     for name, a, b in zip(("dq", "dk", "dv"), first, again):
         assert cp.array_equal(a, b.view(cp.uint16)), f"{name} differs between two runs"
 
@@ -150,12 +152,12 @@ def test_after_gpu_forward(rng):
     """The GPU forward's out and LSE feed the backward directly."""
     dtype = _dtype("bfloat16")
     spec = FAMILIES["document_prefix_padding"](rng)
-    plan = compile_mask(spec, tile=_cuda.tile_for(128, dtype))
+    plan = compile_mask(spec, tile=cuda.tile_for(128, dtype))
     (q64, q), (k64, k), (v64, v), (do64, do) = _inputs(rng, spec, dtype, 128, 2, 8, 2, "bhnd")
-    out, lse = _cuda.forward(q, k, v, plan, 128 ** -0.5)
-    got = _cuda_backward.backward(do, q, k, v, out, lse, plan, 128 ** -0.5)
-    out64, lse64 = _reference.forward(q64, k64, v64, plan, 128 ** -0.5)
-    ref = _reference.backward(do64, q64, k64, v64, out64, lse64, plan, 128 ** -0.5)
+    out, lse = cuda.forward(q, k, v, plan, 128 ** -0.5)
+    got = cuda.backward(do, q, k, v, out, lse, plan, 128 ** -0.5)
+    out64, lse64 = reference.forward(q64, k64, v64, plan, 128 ** -0.5)
+    ref = reference.backward(do64, q64, k64, v64, out64, lse64, plan, 128 ** -0.5)
     _check(got, ref, plan, "bfloat16")
 
 
@@ -186,21 +188,21 @@ def test_nothing_visible(rng):
 
 def test_rejects_bad_inputs():
     dtype = _dtype("float16")
-    plan = compile_mask(masks.causal(256), tile=_cuda.tile_for(64, dtype))
+    plan = compile_mask(masks.causal(256), tile=cuda.tile_for(64, dtype))
     q = cp.zeros((1, 2, 256, 64), dtype=dtype)
     lse = cp.zeros((1, 2, 256), dtype=cp.float32)
     with pytest.raises(TypeError, match="lse must be a float32"):
-        _cuda_backward.backward(q, q, q, q, q, lse.astype(cp.float64), plan, 0.125)
+        cuda.backward(q, q, q, q, q, lse.astype(cp.float64), plan, 0.125)
     with pytest.raises(TypeError, match="lse must be a float32"):
-        _cuda_backward.backward(q, q, q, q, q, lse[:, :1], plan, 0.125)
+        cuda.backward(q, q, q, q, q, lse[:, :1], plan, 0.125)
     with pytest.raises(ValueError, match="do and out"):
-        _cuda_backward.backward(q[:, :1], q, q, q, q, lse, plan, 0.125)
+        cuda.backward(q[:, :1], q, q, q, q, lse, plan, 0.125)
     with pytest.raises(ValueError, match="16-byte"):
         shifted = cp.zeros(2 * 256 * 64 + 4, dtype=dtype)[4:].reshape(1, 2, 256, 64)
-        _cuda_backward.backward(shifted, q, q, q, q, lse, plan, 0.125)
+        cuda.backward(shifted, q, q, q, q, lse, plan, 0.125)
     with pytest.raises(ValueError, match="tile"):
-        _cuda_backward.backward(q, q, q, q, q, lse, compile_mask(masks.causal(256), tile=(64, 64)), 0.125)
+        cuda.backward(q, q, q, q, q, lse, compile_mask(masks.causal(256), tile=(64, 64)), 0.125)
     with pytest.raises(ValueError, match="dk has shape"):
-        _cuda_backward.backward(q, q, q, q, q, lse, plan, 0.125, dk=q[:, :, :128])
+        cuda.backward(q, q, q, q, q, lse, plan, 0.125, dk=q[:, :, :128])
     with pytest.raises(ValueError, match="scale"):
-        _cuda_backward.backward(q, q, q, q, q, lse, plan, -1.0)
+        cuda.backward(q, q, q, q, q, lse, plan, -1.0)

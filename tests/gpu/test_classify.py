@@ -8,7 +8,8 @@ from families import require_gpu
 cupy = require_gpu()
 
 import maskattn  # noqa: E402
-from maskattn import masks, workloads  # noqa: E402
+from maskattn import masks  # noqa: E402
+from maskattn.bench import workloads  # noqa: E402
 
 
 def random_mask(rng, shape, density, blocky):

@@ -13,7 +13,9 @@ from families import (N_K, N_Q, check_forward, device_input, dtype_of, graph_rcm
 cp = require_gpu()
 
 import maskattn  # noqa: E402
-from maskattn import _cuda, compile_mask, masks, workloads  # noqa: E402
+from maskattn import compile_mask, masks  # noqa: E402
+from maskattn.backends import cuda  # noqa: E402
+from maskattn.bench import workloads  # noqa: E402
 
 
 def _inputs(rng, B, H, Hk, n_q, n_k, D, dtype, layout="bhnd"):
@@ -26,14 +28,14 @@ def _host(x):
 
 
 def _forward(spec, inputs, dtype_name, *, pack=1, num_splits=None, layout="bhnd"):
-    """_cuda.forward over the spec (rows repeated `pack` times, the tile for that many rows) into a poisoned
+    """cuda.forward over the spec (rows repeated `pack` times, the tile for that many rows) into a poisoned
     output, checked against the float64 reference. Returns out and lse on the host."""
     (q64, q), (k64, k), (v64, v) = inputs
     dtype = dtype_of(dtype_name)
-    plan = compile_mask(spec.repeat_rows(pack), tile=_cuda.tile_for(q.shape[-1], dtype, rows=spec.n_q * pack))
+    plan = compile_mask(spec.repeat_rows(pack), tile=cuda.tile_for(q.shape[-1], dtype, rows=spec.n_q * pack))
     out = poisoned(q.shape, dtype, layout)
     scale = q.shape[-1] ** -0.5
-    _, lse = _cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, pack=pack)
+    _, lse = cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, pack=pack)
     ref_out, ref_lse = reference_forward(q64, k64, v64, spec.to_dense(), scale)
     check_forward(out, lse, ref_out, ref_lse, dtype_name)
     return _host(out), cp.asnumpy(lse)
@@ -128,7 +130,7 @@ def test_key_warps_tile(family, head_dim, rng):
     else:
         spec = masks.causal(n_q, n_k)
     dtype = dtype_of("bfloat16")
-    assert _cuda.tile_for(head_dim, dtype, rows=n_q * 4) == (16, 128)
+    assert cuda.tile_for(head_dim, dtype, rows=n_q * 4) == (16, 128)
     inputs = _inputs(rng, 2, 8, 2, n_q, n_k, head_dim, dtype)
     for splits in (1, 3, None):
         _forward(spec, inputs, "bfloat16", pack=4, num_splits=splits)
@@ -176,13 +178,13 @@ def test_rejects_bad_split_and_pack(rng):
     dtype = dtype_of("float16")
     spec = masks.causal(4, 300)
     (_, q), (_, k), (_, v) = _inputs(rng, 1, 8, 2, 4, 300, 64, dtype)
-    plan = compile_mask(spec.repeat_rows(4), tile=_cuda.tile_for(64, dtype, rows=16))
+    plan = compile_mask(spec.repeat_rows(4), tile=cuda.tile_for(64, dtype, rows=16))
     with pytest.raises(ValueError, match="num_splits"):
-        _cuda.forward(q, k, v, plan, 0.125, num_splits=33, pack=4)
+        cuda.forward(q, k, v, plan, 0.125, num_splits=33, pack=4)
     with pytest.raises(ValueError, match="plan has shape"):
-        _cuda.forward(q, k, v, plan, 0.125, pack=2)
+        cuda.forward(q, k, v, plan, 0.125, pack=2)
     with pytest.raises(ValueError, match="pack=3 must divide"):
-        _cuda.forward(q, k, v, plan, 0.125, pack=3)
+        cuda.forward(q, k, v, plan, 0.125, pack=3)
 
 
 @pytest.mark.parametrize("head_dim, Hk, n_q, mask, num_splits", [
@@ -192,7 +194,7 @@ def test_rejects_bad_split_and_pack(rng):
 def test_cache_seqlens_bound_the_keys(head_dim, Hk, n_q, mask, num_splits, rng):
     """cache_seqlens (per-sample key counts the kernel reads at run time) against the float64 reference of
     mask & (j < length): through the public API, twice with new lengths written into the same array (the prepared
-    call), and through _cuda.forward into a poisoned output."""
+    call), and through cuda.forward into a poisoned output."""
     B, H, n_k, dtype = 4, 32, 3000, dtype_of("bfloat16")
     spec = {None: None, "causal": masks.causal(n_q, n_k),
             "window": masks.sliding_window(n_q, n_k, left=700, sinks=4)}[mask]
@@ -206,9 +208,9 @@ def test_cache_seqlens_bound_the_keys(head_dim, Hk, n_q, mask, num_splits, rng):
                                                                                                        None]), scale)
         out, lse = maskattn.attention(q, k, v, spec, cache_seqlens=lens, num_splits=num_splits, return_lse=True)
         check_forward(out, lse, ref_out, ref_lse, "bfloat16")
-    plan = compile_mask(spec or masks.full(n_q, n_k), tile=_cuda.tile_for(head_dim, dtype, rows=n_q))
+    plan = compile_mask(spec or masks.full(n_q, n_k), tile=cuda.tile_for(head_dim, dtype, rows=n_q))
     out = poisoned(q.shape, dtype, "bhnd")
-    _, lse = _cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, key_lens=lens)
+    _, lse = cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, key_lens=lens)
     check_forward(out, lse, ref_out, ref_lse, "bfloat16")
 
 
@@ -219,6 +221,6 @@ def test_cache_seqlens_checks(rng):
         maskattn.attention(q, k, v, cache_seqlens=cp.asarray([5, 6], dtype=np.int64))
     with pytest.raises(ValueError, match="one device"):
         maskattn.attention(q, k, v, cache_seqlens=np.array([5, 6], np.int32))
-    plan = compile_mask(masks.full(1, 300), tile=_cuda.tile_for(64, dtype, rows=1))
+    plan = compile_mask(masks.full(1, 300), tile=cuda.tile_for(64, dtype, rows=1))
     with pytest.raises(ValueError, match="key_lens"):
-        _cuda.forward(q, k, v, plan, 0.125, key_lens=cp.asarray([5], dtype=np.int32))
+        cuda.forward(q, k, v, plan, 0.125, key_lens=cp.asarray([5], dtype=np.int32))

@@ -15,7 +15,9 @@ from families import reference_forward as _reference
 
 cp = require_gpu()
 
-from maskattn import _cuda, compile_mask, masks  # noqa: E402
+from maskattn import compile_mask, masks  # noqa: E402
+from maskattn.backends import cuda  # noqa: E402
+from maskattn.backends.cuda import kernels  # noqa: E402
 from maskattn.plan import PLAN_ARRAYS  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------- harness
@@ -23,7 +25,7 @@ from maskattn.plan import PLAN_ARRAYS  # noqa: E402
 
 def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layout="bhnd", inputs=None):
     dtype = _dtype(dtype_name)
-    plan = compile_mask(spec, tile=_cuda.tile_for(head_dim, dtype))
+    plan = compile_mask(spec, tile=cuda.tile_for(head_dim, dtype))
     B_mask, _, n_q, n_k = spec.shape
     B = max(B, B_mask)
     if inputs is None:
@@ -34,7 +36,7 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
         (q64, q), (k64, k), (v64, v) = inputs
     out = _poisoned(q.shape, dtype, layout)
     scale = head_dim ** -0.5
-    got, lse = _cuda.forward(q, k, v, plan, scale, out=out)
+    got, lse = cuda.forward(q, k, v, plan, scale, out=out)
     assert got is out
     ref_out, ref_lse = _reference(q64, k64, v64, spec.to_dense(), scale)
     _check(out, lse, ref_out, ref_lse, dtype_name)
@@ -58,7 +60,7 @@ def test_family_mma_sync_kernel(family, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
-@pytest.mark.parametrize("head_dim", _cuda.HEAD_DIMS)
+@pytest.mark.parametrize("head_dim", cuda.HEAD_DIMS)
 @pytest.mark.parametrize("family", ["causal", "dense_random"])
 def test_head_dim_dtype(family, head_dim, dtype_name, rng):
     _run(FAMILIES[family](rng), rng, dtype_name, head_dim, B=1)
@@ -76,7 +78,7 @@ def test_layout_and_kv_heads(family, dtype_name, head_dim, Hk, layout, rng):
 @pytest.mark.parametrize("family", ["sliding_window_sinks", "dense_random"])
 def test_config_variants(family, head_dim, config, rng, monkeypatch):
     """Configurations beside the shipped ones (32-row warps, other tiles) compute the same function."""
-    monkeypatch.setitem(_cuda._FWD_CONFIGS, head_dim, (config,))
+    monkeypatch.setitem(kernels.FWD_CONFIGS, head_dim, (config,))
     _run(FAMILIES[family](rng), rng, "bfloat16", head_dim, B=1)
 
 
@@ -106,48 +108,48 @@ def test_nothing_visible(rng):
 def test_allocates_out_and_caches_plan(rng):
     dtype = _dtype("float16")
     spec = masks.causal(300)
-    plan = compile_mask(spec, tile=_cuda.tile_for(64, dtype))
+    plan = compile_mask(spec, tile=cuda.tile_for(64, dtype))
     q64, q = _make(rng, (1, 4, 300, 64), dtype, "bhnd")
     k64, k = _make(rng, (1, 4, 300, 64), dtype, "bhnd")
     v64, v = _make(rng, (1, 4, 300, 64), dtype, "bhnd")
-    out, lse = _cuda.forward(q, k, v, plan, 0.125)
+    out, lse = cuda.forward(q, k, v, plan, 0.125)
     assert out.shape == q.shape and out.dtype == q.dtype and lse.shape == (1, 4, 300)
     ref_out, ref_lse = _reference(q64, k64, v64, spec.to_dense(), 0.125)
     _check(out, lse, ref_out, ref_lse, "float16")
-    assert _cuda.device_plan(plan) is _cuda.device_plan(plan)
-    arrays = _cuda.device_plan(plan)
+    assert cuda.device_plan(plan) is cuda.device_plan(plan)
+    arrays = cuda.device_plan(plan)
     for name in PLAN_ARRAYS:  # one buffer, views at their offsets: every array round-trips
         host = getattr(plan, name)
         assert (arrays[name] is None) == (host is None), name
         if host is not None:
             assert np.array_equal(cp.asnumpy(arrays[name]), host), name
     assert arrays["perm"] is None
-    graph_plan = compile_mask(masks.longformer(300, 20, dilation=2), tile=_cuda.tile_for(64, dtype))
-    graph = _cuda.device_plan(graph_plan)  # the node order travels after the compiler's buffer, as int32
+    graph_plan = compile_mask(masks.longformer(300, 20, dilation=2), tile=cuda.tile_for(64, dtype))
+    graph = cuda.device_plan(graph_plan)  # the node order travels after the compiler's buffer, as int32
     assert graph["perm"].dtype == np.int32 and np.array_equal(cp.asnumpy(graph["perm"]), graph_plan.perm)
     assert np.array_equal(cp.asnumpy(graph["col_idx"]), graph_plan.col_idx)
 
 
 def test_rejects_bad_inputs():
     dtype = _dtype("float16")
-    plan = compile_mask(masks.causal(256), tile=_cuda.tile_for(64, dtype))
+    plan = compile_mask(masks.causal(256), tile=cuda.tile_for(64, dtype))
     q = cp.zeros((1, 2, 256, 64), dtype=dtype)
     with pytest.raises(ValueError, match="16-byte"):
         shifted = cp.zeros(2 * 256 * 64 + 4, dtype=dtype)[4:].reshape(1, 2, 256, 64)
-        _cuda.forward(shifted, q, q, plan, 0.125)
+        cuda.forward(shifted, q, q, plan, 0.125)
     with pytest.raises(ValueError, match="stride"):
         wide = cp.zeros((1, 2, 256, 68), dtype=dtype)[..., :64]
-        _cuda.forward(wide, q, q, plan, 0.125)
+        cuda.forward(wide, q, q, plan, 0.125)
     with pytest.raises(ValueError, match="contiguous"):
-        _cuda.forward(cp.zeros((1, 2, 64, 256), dtype=dtype).transpose(0, 1, 3, 2), q, q, plan, 0.125)
+        cuda.forward(cp.zeros((1, 2, 64, 256), dtype=dtype).transpose(0, 1, 3, 2), q, q, plan, 0.125)
     with pytest.raises(TypeError, match="float16 or bfloat16"):
-        _cuda.forward(q.astype(cp.float32), q.astype(cp.float32), q.astype(cp.float32), plan, 0.125)
+        cuda.forward(q.astype(cp.float32), q.astype(cp.float32), q.astype(cp.float32), plan, 0.125)
     with pytest.raises(ValueError, match="tile"):
-        _cuda.forward(q, q, q, compile_mask(masks.causal(256), tile=(32, 32)), 0.125)
+        cuda.forward(q, q, q, compile_mask(masks.causal(256), tile=(32, 32)), 0.125)
     with pytest.raises(ValueError, match="head_dim is 80"):
         r = cp.zeros((1, 2, 256, 80), dtype=dtype)
-        _cuda.forward(r, r, r, plan, 0.125)
+        cuda.forward(r, r, r, plan, 0.125)
     with pytest.raises(ValueError, match="plan has shape"):
-        _cuda.forward(q[:, :, :128], q, q, plan, 0.125)
+        cuda.forward(q[:, :, :128], q, q, plan, 0.125)
     with pytest.raises(ValueError, match="scale"):
-        _cuda.forward(q, q, q, plan, 0.0)
+        cuda.forward(q, q, q, plan, 0.0)

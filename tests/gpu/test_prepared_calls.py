@@ -13,7 +13,8 @@ from families import check_forward, device_input, dtype_of, graph_rcm, reference
 cp = require_gpu()
 
 import maskattn  # noqa: E402
-from maskattn import api, masks, workloads  # noqa: E402
+from maskattn import api, masks  # noqa: E402
+from maskattn.bench import workloads  # noqa: E402
 
 
 CASES = {  # (spec, B, H, Hk, n_q, n_k, D)

@@ -89,14 +89,14 @@ def test_compile_fullgraph_inductor_no_recompile():
 
 
 def test_to_flex_block_mask_runs_in_flex_attention():
-    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    torch_flex = pytest.importorskip("torch.nn.attention.flex_attention")
     n = 1024
     spec = masks.document([300, 500, 224], prefix=[20, 0, 50])
     plan = maskattn.compile_mask(spec, (128, 128))
     q, k, v = qkv(n, torch.bfloat16, Hk=8)
-    got = flex.flex_attention(q, k, v, block_mask=plan.to_flex_block_mask())
+    got = torch_flex.flex_attention(q, k, v, block_mask=maskattn.flex.to_block_mask(plan))
     want = maskattn.attention(q, k, v, spec)
     assert rel(got, want) < 1e-2
     dense = torch.as_tensor(spec.to_dense()[0, 0], device="cuda")
-    block_mask = flex.create_block_mask(lambda b, h, qi, kv: dense[qi, kv], 1, 1, n, n, device="cuda")
-    assert np.array_equal(masks.from_flex_block_mask(block_mask).to_dense(), spec.to_dense())
+    block_mask = torch_flex.create_block_mask(lambda b, h, qi, kv: dense[qi, kv], 1, 1, n, n, device="cuda")
+    assert np.array_equal(maskattn.flex.from_block_mask(block_mask).to_dense(), spec.to_dense())

@@ -1,23 +1,24 @@
-"""Host overhead of one attention call on a GPU machine: wall time per call (the GPU kept busy elsewhere does not
-hide it here), GPU time per call back to back and inside a CUDA graph (the kernels alone), a cProfile of the torch
-path, and the pieces (the CuPy-level call, one raw launch).
+"""``python -m maskattn bench --overhead``: host time of one attention call on a GPU machine: wall time per call (the
+GPU kept busy elsewhere does not hide it here), GPU time per call back to back and inside a CUDA graph (the kernels
+alone), a cProfile of the torch path, and the pieces (the CuPy-level call, one raw launch)."""
 
-    python3 scripts/profile_overhead.py
-"""
+from __future__ import annotations
 
 import cProfile
 import pstats
 import time
 
-import cupy as cp
-import torch
-
 import maskattn
-from maskattn import _cuda, compile_mask, masks, workloads
-from maskattn.bench import graph_ms
+from maskattn import compile_mask, masks
+from maskattn.backends import cuda
+
+from . import workloads
+from .common import graph_ms
 
 
 def per_call_us(fn, reps=300):
+    import torch
+
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -29,6 +30,8 @@ def per_call_us(fn, reps=300):
 
 def gpu_us(fn, reps=50):
     """GPU time per call from events around a batch of back-to-back calls."""
+    import torch
+
     fn()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -44,7 +47,10 @@ def graph_us(fn):
     return graph_ms([fn]) * 1e3
 
 
-def main():
+def run(args):
+    import cupy as cp
+    import torch
+
     cases = {
         "tree 1024 B1": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=1024), 1, 32, 32),
         "tree 4096 B8": (masks.medusa_tree(workloads.MC_SIM_7B_63, prefix_len=4096), 8, 32, 32),
@@ -62,11 +68,11 @@ def main():
               f"in a CUDA graph {graph_us(call):8.1f} us")
         print(f"  maskattn cupy    wall {per_call_us(lambda: maskattn.attention(qc, kc, vc, spec)):8.1f} us/call")
         pack = H // Hk
-        plan = compile_mask(spec.repeat_rows(pack), tile=_cuda.tile_for(128, qc.dtype, rows=spec.n_q * pack))
-        forward = lambda: _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack)  # noqa: E731
-        print(f"  _cuda.forward    wall {per_call_us(forward):8.1f} us/call  gpu {gpu_us(forward):8.1f} us")
-        out, lse = _cuda.forward(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
-        launch = _cuda.forward_launch(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
+        plan = compile_mask(spec.repeat_rows(pack), tile=cuda.tile_for(128, qc.dtype, rows=spec.n_q * pack))
+        forward = lambda: cuda.forward(qc, kc, vc, plan, 0.088, pack=pack)  # noqa: E731
+        print(f"  cuda.forward     wall {per_call_us(forward):8.1f} us/call  gpu {gpu_us(forward):8.1f} us")
+        out, lse = cuda.forward(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
+        launch = cuda.forward_launch(qc, kc, vc, plan, 0.088, pack=pack, num_splits=1)
         stream = cp.cuda.get_current_stream().ptr
         raw = per_call_us(lambda: launch(stream, qc.data.ptr, kc.data.ptr, vc.data.ptr, out.data.ptr, lse.data.ptr))
         print(f"  one fwd launch   wall {raw:8.1f} us (unsplit, grid {launch.grid})")
@@ -79,7 +85,3 @@ def main():
                 maskattn.attention(q, k, v, spec)
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(14)
-
-
-if __name__ == "__main__":
-    main()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._maskprep import rcm as _rcm
-from .plan import default_threads
+from .._maskprep import default_threads
+from .._maskprep import rcm as _rcm
 
 __all__ = ["TILE", "reverse_cuthill_mckee", "active_tiles", "node_order"]
 

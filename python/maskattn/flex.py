@@ -1,16 +1,20 @@
-"""Moving between maskattn and FlexAttention's block masks (torch), in both directions.
+"""maskattn and FlexAttention (torch): block masks in both directions.
 
-``to_flex_block_mask(plan)`` gives torch's ``BlockMask`` with the plan's FULL tiles as Flex's full blocks, its
-PARTIAL tiles as Flex's partial blocks and a ``mask_mod`` that reads the plan's own payload (intervals or bit
-tiles), so Flex computes exactly the plan's mask. ``from_flex_block_mask(block_mask)`` gives a spec whose
-tiles are the Flex block mask's blocks, evaluating its ``mask_mod`` only where Flex would.
+``to_block_mask(plan)`` gives torch's ``BlockMask`` with the plan's FULL tiles as Flex's full blocks, its PARTIAL
+tiles as Flex's partial blocks and a ``mask_mod`` that reads the plan's own payload (intervals or bit tiles), so
+Flex computes exactly the plan's mask. ``from_block_mask(block_mask)`` gives a spec whose tiles are the Flex block
+mask's blocks, evaluating its ``mask_mod`` only where Flex would.
+
+In a program: ``spec = maskattn.flex.from_block_mask(create_block_mask(mask_mod, 1, 1, n, n))``, and back,
+``maskattn.flex.to_block_mask(maskattn.compile_mask(spec, (128, 128)))`` for ``flex_attention``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .plan import FULL, BlockMask
+from .masks import FunctionMask, coarse_support
+from .plan import FULL, PARTIAL, BlockMask
 
 
 def _block_lists(plan: BlockMask, kind: int):
@@ -65,7 +69,7 @@ def _plan_mask_mod(plan: BlockMask, device):
     return mask_mod
 
 
-def to_flex_block_mask(plan: BlockMask, device="cuda"):
+def to_block_mask(plan: BlockMask, device="cuda"):
     """torch's FlexAttention ``BlockMask`` for this plan (its tile becomes Flex's ``BLOCK_SIZE``).
 
     Parameters
@@ -75,8 +79,6 @@ def to_flex_block_mask(plan: BlockMask, device="cuda"):
     """
     import torch
     from torch.nn.attention.flex_attention import BlockMask as FlexBlockMask
-
-    from .plan import PARTIAL
 
     if plan.perm is not None:
         raise ValueError("this plan is in a token order of its own (perm: a reordered graph, a dilated Longformer); "
@@ -90,7 +92,7 @@ def to_flex_block_mask(plan: BlockMask, device="cuda"):
                                         seq_lengths=plan.shape[2:])
 
 
-def from_flex_block_mask(block_mask):
+def from_block_mask(block_mask):
     """A maskattn spec with exactly the mask a FlexAttention ``BlockMask`` describes: its full blocks are all
     true, its partial blocks follow its ``mask_mod``, everything else is masked.
 
@@ -99,11 +101,9 @@ def from_flex_block_mask(block_mask):
     """
     import torch
 
-    from .masks import FunctionMask, coarse_support
-
     B, H, M = block_mask.kv_num_blocks.shape
     if (B, H) != (1, 1):
-        raise ValueError(f"from_flex_block_mask takes block masks of B = H = 1; this one has B={B}, H={H}")
+        raise ValueError(f"from_block_mask takes block masks of B = H = 1; this one has B={B}, H={H}")
     n_q, n_k = (int(s) for s in block_mask.seq_lengths)
     bq, bkv = block_mask.BLOCK_SIZE
     N = block_mask.kv_indices.shape[-1]

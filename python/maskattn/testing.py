@@ -1,6 +1,7 @@
-"""Graph generators for tests and benchmarks: the families graph transformers attend over.
+"""Generators and yardsticks for tests and benchmarks: the graph families graph transformers attend over, and plain
+dense attention in float64.
 
-Every builder returns a symmetric ``scipy.sparse.csr_array`` of bool with sorted indices, self loops on the
+Every graph builder returns a symmetric ``scipy.sparse.csr_array`` of bool with sorted indices, self loops on the
 diagonal (a graph transformer's node sees itself) and the nodes in a seeded random order, as datasets hand
 them over: the order carries no locality, so any reordering has to find it. Not public API.
 """
@@ -11,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["random_geometric", "grid_mesh", "stochastic_block_model", "barabasi_albert", "molecules",
-           "FAMILIES", "corpus"]
+           "FAMILIES", "corpus", "dense_softmax_attention"]
 
 
 def _graph(rows, cols, n, rng) -> sp.csr_array:
@@ -158,3 +159,17 @@ def corpus(sizes=(1000, 5000, 20000), seed: int = 0):
     for family, build in FAMILIES.items():
         for n in sizes:
             yield family, n, build(n, seed)
+
+
+def dense_softmax_attention(q, k, v, dense_mask, scale):
+    """Plain float64 attention with a dense mask: the yardstick (O(n_q * n_k) memory; small inputs only)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    s = np.where(dense_mask, s, -np.inf)
+    row_max = s.max(axis=-1, keepdims=True)
+    seen = np.isfinite(row_max)
+    p = np.exp(s - np.where(seen, row_max, 0.0))
+    denom = p.sum(axis=-1, keepdims=True)
+    return np.einsum("bhij,bhjd->bhid", p / np.where(seen, denom, 1.0), v)

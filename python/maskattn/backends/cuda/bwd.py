@@ -8,12 +8,12 @@ the column-parallel dK/dV kernel over the plan's backward CSR, and either the de
 forward CSR (default) or, with ``deterministic=False``, float32 atomics into a dQ accumulator from the dK/dV kernel
 followed by a conversion. On Hopper (compute capability 9.0) the deterministic backward at head dims 64 and 128
 with the 128 x 128 training tile runs the dK/dV and dQ kernels of ``bwd_sm90.cu`` instead (wgmma, a producer
-warpgroup and two consumers, compiled for ``sm_90a`` by :func:`maskattn._cuda.sm90_function`); ``MASKATTN_SM90=0``
+warpgroup and two consumers, compiled for ``sm_90a`` by :func:`.kernels.sm90_function`); ``MASKATTN_SM90=0``
 in the environment keeps the mma.sync kernels, as for the forward.
 
-The backward reads the same plan as the forward (``_cuda.tile_for``): it steps through the plan's query blocks BM rows
+The backward reads the same plan as the forward (``kernels.tile_for``): it steps through the plan's query blocks BM rows
 at a time and through its key blocks BN keys at a time, so no second plan is compiled. Plans, sources, dtype rules,
-stride checks and the device's shared-memory limit come from :mod:`maskattn._cuda`.
+stride checks and the device's shared-memory limit come from :mod:`.kernels` and :mod:`.launch`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,12 @@ import math
 
 import numpy as np
 
-from . import _cuda
-from .plan import BlockMask
+from ...plan import BlockMask
+from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, nvrtc_options, sm90_function, smem_optin,
+                      source_dir)
+from .kernels import uses_sm90 as forward_uses_sm90
+from .launch import Launcher, check_launch, element_strides
+from .plans import device_plan
 
 __all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
            "backward"]
@@ -85,7 +89,7 @@ def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
 def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
     """Whether this backward runs the wgmma kernels (bwd_sm90.cu, dK/dV and dQ): where the forward runs
     fwd_sm90.cu, with dQ by its own kernel (bwd_sm90.cu has no atomic dQ)."""
-    return bool(deterministic) and _cuda._uses_sm90(head_dim, tuple(tile), device_id)
+    return bool(deterministic) and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
@@ -113,23 +117,23 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
              device_id: int, sm90: bool = False, perm: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
-    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn._cuda.sm90_function` (with
+    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn.sm90_function` (with
     ``perm``, for a plan with a node order, the instantiations that follow it and the producers' row tables:
-    ``_cuda.ROW_TABLE_BYTES`` more)."""
-    cupy = _cuda._cupy()
-    src = _cuda._source_dir()
+    ``ROW_TABLE_BYTES`` more)."""
+    cupy = import_cupy()
+    src = source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
     from_sm90 = ("dkdv", "dq") if sm90 else ()
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
-    module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=_cuda.nvrtc_options(src),
+    module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
     smem_dkdv, smem_dq = bwd_smem_bytes(head_dim, tile, deterministic)
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
     kernels = {}
     if sm90:
-        more = _cuda.ROW_TABLE_BYTES if perm else 0
+        more = ROW_TABLE_BYTES if perm else 0
         smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim) + more, bwd_dq_sm90_smem_bytes(head_dim) + more
-        kernels.update({key: (_cuda.sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
+        kernels.update({key: (sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
                         for key in from_sm90})
     for key, name in from_bwd.items():
         kernel = module.get_function(name)
@@ -148,8 +152,8 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
     do : cupy.ndarray (B, H, n_q, D)
         Gradient of the loss with respect to ``out``; q's dtype.
     q, k, v, plan, scale :
-        As given to :func:`maskattn._cuda.forward` (float16 or bfloat16, logical "bhnd" views with the last dimension
-        contiguous and 16-byte aligned strides; the plan compiled with ``_cuda.tile_for(D, dtype)``).
+        As given to :func:`maskattn.backends.cuda.fwd` (float16 or bfloat16, logical "bhnd" views with the last dimension
+        contiguous and 16-byte aligned strides; the plan compiled with ``tile_for(D, dtype)``).
     out : cupy.ndarray (B, H, n_q, D)
         The forward's output.
     lse : cupy.ndarray (B, H, n_q), float32
@@ -166,7 +170,7 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
     dk, dv : cupy.ndarray like k
         Summed over the query heads of each KV head. Rows that see no key and keys no row sees get 0.
     """
-    cupy = _cuda._cupy()
+    cupy = import_cupy()
     if not isinstance(q, cupy.ndarray):
         raise TypeError(f"q must be a cupy.ndarray; got {type(q).__name__}")
     with q.device:
@@ -185,8 +189,8 @@ def backward_launch(do, q, k, v, out, lse, plan: BlockMask, scale: float, dq, dk
     """The checked launch of :func:`backward` for these arrays' shapes, strides, dtype and device: call it with a
     stream, the device addresses of do, q, k, v, out, lse, dq, dk, dv and of float32 scratch arrays of
     ``scratch_shapes`` (any contents), which the caller allocates with the strides given here."""
-    cupy = _cuda._cupy()
-    ctype, tile, scale = _cuda.check_launch(plan, scale, q, k, v, do=do, out=out, dq=dq, dk=dk, dv=dv)
+    cupy = import_cupy()
+    ctype, tile, scale = check_launch(plan, scale, q, k, v, do=do, out=out, dq=dq, dk=dk, dv=dv)
     B, H, n_q, head_dim = q.shape
     Hk, n_k = k.shape[1], k.shape[2]
     B_mask, H_mask = plan.shape[:2]
@@ -201,7 +205,7 @@ def backward_launch(do, q, k, v, out, lse, plan: BlockMask, scale: float, dq, dk
     if lse.device.id != q.device.id:
         raise ValueError(f"lse is on device {lse.device.id}; q is on device {q.device.id}")
     return _BackwardLaunch(ctype, tile, scale, bool(deterministic), plan, (B, H, Hk, n_q, n_k, head_dim),
-                           {name: _cuda._strides(x, name) for name, x in (("do", do), ("q", q), ("k", k), ("v", v),
+                           {name: element_strides(x, name) for name, x in (("do", do), ("q", q), ("k", k), ("v", v),
                                                                           ("out", out), ("dq", dq), ("dk", dk),
                                                                           ("dv", dv))},
                            tuple(s // 4 for s in lse.strides), q.device.id)
@@ -209,15 +213,15 @@ def backward_launch(do, q, k, v, out, lse, plan: BlockMask, scale: float, dq, dk
 
 class _BackwardLaunch:
     """One backward configuration, checked once: its kernels (preprocess, dK/dV, then dQ or the atomic dQ's
-    conversion), grids and every argument but the arrays, launched through ``_cuda._Launcher``."""
+    conversion), grids and every argument but the arrays, launched through ``Launcher``."""
 
     def __init__(self, ctype, tile, scale, deterministic, plan, dims, st, lse_strides, device_id):
-        cupy = _cuda._cupy()
+        cupy = import_cupy()
         B, H, Hk, n_q, n_k, head_dim = dims
         B_mask, H_mask = plan.shape[:2]
         self.deterministic, self.device = deterministic, cupy.cuda.Device(device_id)
         with self.device:
-            limit = _cuda._smem_optin(device_id)
+            limit = smem_optin(device_id)
             sm90 = uses_sm90(head_dim, tile, deterministic, device_id)
             need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
                        ((bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)) if sm90 else ()))
@@ -225,9 +229,9 @@ class _BackwardLaunch:
                 raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
                                  f"block; this device allows {limit}")
             cfg = bwd_config(head_dim, tile, deterministic)
-            kernels = _kernels(ctype, head_dim, tile, _cuda._MASK_MODES[plan.payload], deterministic, device_id,
+            kernels = _kernels(ctype, head_dim, tile, MASK_MODES[plan.payload], deterministic, device_id,
                                sm90, plan.perm is not None)
-            dp = _cuda.device_plan(plan)
+            dp = device_plan(plan)
             i32, i64, f32 = np.int32, np.int64, np.float32
             n_q_pad = plan.n_mblocks * tile[0]
             # lse_log2 and delta, then (atomic dQ) the float32 dQ accumulator, zeroed before each launch
@@ -241,11 +245,11 @@ class _BackwardLaunch:
 
             kernel, _ = kernels["pre"]
             # arrays: do, out, lse, lse_log2, delta
-            self.pre = _cuda._Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 5, (
+            self.pre = Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 5, (
                 *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad), dp["perm"]))
             kernel, smem = kernels["dkdv"]
             # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta
-            self.dkdv = _cuda._Launcher(
+            self.dkdv = Launcher(
                 kernel, (B * Hk, plan.n_nblocks, 1), (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), smem, 9,
                 (*strides("q", "k", "v", "do", "dk", "dv"),
                  i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
@@ -256,7 +260,7 @@ class _BackwardLaunch:
             if deterministic:
                 kernel, smem = kernels["dq"]
                 # arrays: q, k, v, do, dq, lse_log2, delta
-                self.dq = _cuda._Launcher(
+                self.dq = Launcher(
                     kernel, (B * H, plan.n_mblocks, 1), (_SM90_THREADS if sm90 else cfg["dq_threads"], 1, 1), smem, 7,
                     (*strides("q", "k", "v", "do", "dq"),
                      i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
@@ -268,7 +272,7 @@ class _BackwardLaunch:
                 kernel, _ = kernels["convert"]
                 chunks = n_q * (head_dim // 8)
                 # arrays: dq_accum, dq
-                self.convert = _cuda._Launcher(
+                self.convert = Launcher(
                     kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 2,
                     (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale), dp["perm"]))
         self.plan = plan  # its device arrays must outlive the launchers
@@ -279,7 +283,7 @@ class _BackwardLaunch:
         with self.device:
             self.pre(stream, do, out, lse, lse_log2, delta)
             if not self.deterministic:
-                _cuda._cupy().cuda.runtime.memsetAsync(dq_accum, 0, self.accum_bytes, stream)
+                import_cupy().cuda.runtime.memsetAsync(dq_accum, 0, self.accum_bytes, stream)
             self.dkdv(stream, q, k, v, do, dk, dv, dq_accum, lse_log2, delta)
             if self.deterministic:
                 self.dq(stream, q, k, v, do, dq, lse_log2, delta)

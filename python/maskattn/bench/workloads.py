@@ -1,7 +1,7 @@
 """The benchmark workloads of ``WORKLOADS.md``: seeded mask specs of n tokens, shared by the demo, the bench
 and the asv suite.
 
->>> from maskattn import workloads
+>>> from maskattn.bench import workloads
 >>> spec = workloads.build("doc_causal", 4096, seed=0)
 >>> spec.shape
 (1, 1, 4096, 4096)
@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from . import masks
+from .. import masks
 
 NAMES = ("full", "causal", "swa", "sink_swa", "doc_causal", "doc_prefix", "shared_question", "vlm",
          "lf_dilated", "lf_global", "bigbird", "graph", "graph_rcm", "medusa")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the Flex interop needs torch")
-flex = pytest.importorskip("torch.nn.attention.flex_attention", reason="this torch has no FlexAttention")
+torch_flex = pytest.importorskip("torch.nn.attention.flex_attention", reason="this torch has no FlexAttention")
 
 import maskattn  # noqa: E402
 from maskattn import masks  # noqa: E402
@@ -36,7 +36,7 @@ def flex_dense(block_mask):
 @pytest.mark.parametrize("tile", [(128, 128), (64, 32)])
 def test_to_flex_block_mask_is_exact(spec, tile):
     plan = maskattn.compile_mask(spec, tile)
-    block_mask = plan.to_flex_block_mask(device="cpu")
+    block_mask = maskattn.flex.to_block_mask(plan, device="cpu")
     assert block_mask.BLOCK_SIZE == tile
     assert np.array_equal(flex_dense(block_mask), spec.to_dense()[0, 0])
 
@@ -45,7 +45,7 @@ def test_to_flex_block_mask_refuses_a_plan_in_its_own_order():
     plan = maskattn.compile_mask(masks.longformer(300, 20, global_tokens=3, dilation=2), (64, 64))
     assert plan.payload == "intervals" and plan.perm is not None
     with pytest.raises(ValueError, match="token order of its own"):
-        plan.to_flex_block_mask(device="cpu")
+        maskattn.flex.to_block_mask(plan, device="cpu")
 
 
 def test_from_flex_block_mask_round_trip():
@@ -53,8 +53,8 @@ def test_from_flex_block_mask_round_trip():
         doc = torch.div(torch.as_tensor(q), 70, rounding_mode="floor")
         return (doc == torch.div(torch.as_tensor(kv), 70, rounding_mode="floor")) & (q >= kv)
 
-    block_mask = flex.create_block_mask(doc_causal, 1, 1, 300, 300, device="cpu")
-    spec = masks.from_flex_block_mask(block_mask)
+    block_mask = torch_flex.create_block_mask(doc_causal, 1, 1, 300, 300, device="cpu")
+    spec = maskattn.flex.from_block_mask(block_mask)
     expected = doc_causal(0, 0, torch.arange(300)[:, None], torch.arange(300)[None, :]).numpy()
     assert np.array_equal(spec.to_dense()[0, 0], expected)
     for tile in [(128, 128), (32, 48)]:
@@ -64,16 +64,16 @@ def test_from_flex_block_mask_round_trip():
 
 def test_from_flex_block_mask_trusts_full_blocks():
     # a block mask whose full blocks disagree with its mask_mod: Flex never evaluates mask_mod there
-    block_mask = flex.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 256, 256, device="cpu")
+    block_mask = torch_flex.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 256, 256, device="cpu")
     block_mask.mask_mod = lambda b, h, q, kv: q < 0
-    dense = masks.from_flex_block_mask(block_mask).to_dense()[0, 0]
+    dense = maskattn.flex.from_block_mask(block_mask).to_dense()[0, 0]
     assert dense[128:, :128].all() and not dense[:128, :128].any()
 
 
 def test_from_flex_block_mask_rejects_batched_masks():
-    block_mask = flex.create_block_mask(lambda b, h, q, kv: q >= kv, 2, 1, 128, 128, device="cpu")
+    block_mask = torch_flex.create_block_mask(lambda b, h, q, kv: q >= kv, 2, 1, 128, 128, device="cpu")
     with pytest.raises(ValueError, match="B=2"):
-        masks.from_flex_block_mask(block_mask)
+        maskattn.flex.from_block_mask(block_mask)
 
 
 def test_flashmask_startend_row_indices_as_torch_tensor():

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plan import BlockMask
+from ..plan import BlockMask
 
 
 def _views(plan: BlockMask, q: np.ndarray, k: np.ndarray):

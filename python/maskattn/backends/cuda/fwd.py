@@ -1,0 +1,201 @@
+"""CUDA backend, forward: :func:`forward` on CuPy arrays and the checked, cached launch behind it
+(:func:`forward_launch`): the mma.sync kernel of ``gpu/fwd.cu`` or, on Hopper, ``gpu/fwd_sm90.cu``, split-KV with its
+combine kernel (:func:`num_splits_for`), GQA packing and run-time key counts (``key_lens``).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+
+from ...plan import BlockMask
+from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, SM90_THREADS, combine_kernel, fwd_configs, fwd_kernel,
+                      import_cupy, multiprocessors, sm90_enabled, sm90_kernel, uses_sm90)
+from .launch import Launcher, check_launch, element_strides
+from .plans import device_plan
+
+
+def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int) -> int:
+    """How many slices to split each query block's key blocks into, when ``ctas`` CTAs cannot fill the GPU.
+
+    ``longest_row``: the most key blocks any query block visits; ``smem``: shared memory per CTA. As
+    FlashAttention's heuristic: among 1 .. MAX_SPLITS splits (at most one per key block, with at least two key
+    blocks per split), take the fewest whose wave efficiency (waves / whole waves) is within 85% of the best;
+    none when the CTAs already fill 80% of one wave.
+    """
+    slots = multiprocessors * max(1, (SM90_SMEM_OPTIN + 1024) // (smem + 1024))
+    if ctas >= 0.8 * slots or longest_row < 4:
+        return 1
+    candidates = range(1, min(MAX_SPLITS, longest_row // 2) + 1)
+    efficiency = {s: (ctas * s / slots) / math.ceil(ctas * s / slots) for s in candidates}
+    best = max(efficiency.values())
+    return next(s for s in candidates if efficiency[s] >= 0.85 * best)
+
+
+def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None, pack: int = 1,
+            key_lens=None):
+    """Block-sparse attention forward on CuPy arrays: softmax(scale * q k^T, masked by the plan) v.
+
+    Parameters
+    ----------
+    q : cupy.ndarray (B, H, n_q, D), float16 or bfloat16
+    k, v : cupy.ndarray (B, Hk, n_k, D), same dtype; H % Hk == 0 (query head h reads KV head h // (H // Hk))
+        Any strides with the last dimension contiguous; base pointers and strides 16-byte aligned.
+    plan : BlockMask
+        Of shape (1 or B, 1 or H, n_q, n_k), compiled with ``tile_for(D, dtype)`` or the decode tile
+        ``tile_for(D, dtype, rows=...)``. A graph plan's node order (``plan.perm``) is the kernels' to follow:
+        q, k, v, out and lse stay in the caller's order, the kernels gather and scatter rows through it.
+    scale : float
+        Positive score scale (usually D ** -0.5).
+    out : cupy.ndarray (B, H, n_q, D), optional
+        Written in place (any aligned strides, e.g. a "bnhd" view); allocated when None.
+    num_splits : int, optional
+        Split each query block's key blocks over this many CTAs (1 to MAX_SPLITS) and merge the float32 partials
+        exactly; default :func:`num_splits_for` the plan and the device.
+    pack : int
+        GQA packing: each CTA serves ``pack`` query heads of one KV head, rows token-major; the plan must then be
+        of shape (1 or B, 1, n_q * pack, n_k): the mask's rows each repeated ``pack`` times.
+    key_lens : cupy.ndarray (B,) int32, optional
+        Per batch the number of keys to see: keys ``j >= key_lens[b]`` are masked besides the plan (a KV cache's
+        valid lengths; values past n_k count as n_k). Key blocks past the bound are not read. Runs the mma.sync
+        kernel (``fwd_kernel``), on Hopper too; not for plans with a node order.
+
+    Returns
+    -------
+    out : cupy.ndarray (B, H, n_q, D), q's dtype
+    lse : cupy.ndarray (B, H, n_q), float32
+        Natural-log log-sum-exp of the scaled, masked scores; -inf (with out 0) where a row sees no key.
+    """
+    cupy = import_cupy()
+    if key_lens is not None:
+        _check_key_lens(key_lens, q)
+    launch = forward_launch(q, k, v, plan, scale, out, num_splits=num_splits, pack=pack,
+                            bounded=key_lens is not None)
+    with launch.device:
+        if out is None:
+            out = cupy.empty(launch.out_shape, dtype=launch.dtype)
+        lse = cupy.empty(launch.lse_shape, dtype=np.float32)
+        parts = [cupy.empty(shape, dtype=np.float32) for shape in launch.part_shapes]
+        launch(cupy.cuda.get_current_stream().ptr, q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, lse.data.ptr,
+               *(p.data.ptr for p in parts), key_lens=0 if key_lens is None else key_lens.data.ptr)
+    return out, lse
+
+
+def _check_key_lens(key_lens, q):
+    """key_lens must be the (B,) int32 CuPy array fwd_kernel reads, on q's device."""
+    cupy = import_cupy()
+    if type(key_lens) is not cupy.ndarray or key_lens.dtype != np.int32 or key_lens.shape != (q.shape[0],):
+        raise ValueError(f"key_lens must be an int32 array of shape ({q.shape[0]},) (one length per batch); got "
+                         f"{type(key_lens).__name__} {getattr(key_lens, 'dtype', '')} {getattr(key_lens, 'shape', '')}")
+    if not key_lens.flags.c_contiguous or key_lens.device.id != q.device.id:
+        raise ValueError(f"key_lens must be contiguous and on q's device {q.device.id}; got device "
+                         f"{key_lens.device.id}, strides {key_lens.strides}")
+
+
+def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None,
+                   pack: int = 1, bounded: bool = False) -> "_ForwardLaunch":
+    """The checked launch of :func:`forward` for these arrays' shapes, strides, dtype and device (cached): call it
+    with a stream and the data pointers of q, k, v, out, lse and the split partials (``part_shapes``), which the
+    caller allocates (q, k, v and out with the strides given here), and with ``bounded`` that of ``key_lens``."""
+    key = _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded)
+    launch = _LAUNCHES.get(key) if key is not None else None
+    if launch is None or launch.plan is not plan:
+        launch = _ForwardLaunch(q, k, v, plan, scale, out, num_splits, pack, bounded)
+        if key is not None:
+            _LAUNCHES[key] = launch
+            while len(_LAUNCHES) > 64:
+                _LAUNCHES.popitem(last=False)
+    return launch
+
+
+_LAUNCHES: "collections.OrderedDict[tuple, _ForwardLaunch]" = collections.OrderedDict()
+
+
+def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
+    """What a checked launch depends on besides the data pointers, or None where the full checks must run (not
+    CuPy arrays, pointers off 16 bytes)."""
+    cupy = import_cupy()
+    arrays = (q, k, v) if out is None else (q, k, v, out)
+    if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays):
+        return None
+    return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled())
+            + tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays))
+
+
+class _ForwardLaunch:
+    """One forward configuration, checked once (check_launch, strides, splits): the kernels, their grids and every
+    argument but the arrays. Calls are then a few allocations and one or two launches, cheap enough for decode.
+    ``bounded``: calls pass per-batch key counts (``key_lens``), which only ``fwd_kernel`` takes."""
+
+    def __init__(self, q, k, v, plan, scale, out, num_splits, pack, bounded=False):
+        cupy = import_cupy()
+        pack = int(pack)
+        if pack < 1:
+            raise ValueError(f"pack must be a positive integer; got {pack}")
+        ctype, tile, scale = check_launch(plan, scale, q, k, v, pack=pack, decode_tile=True, out=out)
+        B, H, n_q, head_dim = q.shape
+        Hk, n_k = k.shape[1], k.shape[2]
+        B_mask, H_mask = plan.shape[:2]
+        if out is not None and out.shape != q.shape:
+            raise ValueError(f"out has shape {out.shape}; expected q's {q.shape}")
+        if bounded and plan.perm is not None:
+            raise ValueError("per-batch key counts (cache_seqlens) need a plan without a node order (perm): they count "
+                             "keys in the caller's order")
+        self.plan, self.device_id, self.device = plan, q.device.id, cupy.cuda.Device(q.device.id)
+        with q.device:
+            config = fwd_configs(head_dim, self.device_id)[tile]
+            threads = config[2] * 32
+            self.sm90 = not bounded and uses_sm90(head_dim, tile, self.device_id)
+            if self.sm90:
+                self.kernel, self.smem, _ = sm90_kernel(ctype, head_dim, MASK_MODES[plan.payload], self.device_id,
+                                                         plan.perm is not None)
+                threads = SM90_THREADS
+            else:
+                self.kernel, self.smem = fwd_kernel(ctype, head_dim, config, MASK_MODES[plan.payload],
+                                                     self.device_id, plan.perm is not None)
+            ctas = plan.n_mblocks * B * (H // pack)
+            if num_splits is None:
+                longest = 0 if plan.nnz == 0 else int(np.diff(plan.row_ptr, axis=-1).max())
+                num_splits = num_splits_for(ctas, longest, self.smem, multiprocessors(self.device_id))
+            self.num_splits = int(num_splits)
+            if not 1 <= self.num_splits <= MAX_SPLITS:
+                raise ValueError(f"num_splits must lie in [1, {MAX_SPLITS}]; got {num_splits}")
+            out_like = cupy.empty(q.shape, dtype=q.dtype) if out is None else out
+            strides = [element_strides(x, name) for name, x in (("q", q), ("k", k), ("v", v), ("out", out_like))]
+            dp = device_plan(plan)
+        self.out_shape, self.dtype = q.shape, q.dtype
+        self.lse_shape = (B, H, n_q)
+        # float32 partial O and LSE per split; none without splits
+        self.part_shapes = (((self.num_splits, B * H, n_q, head_dim), (self.num_splits, B * H, n_q))
+                            if self.num_splits > 1 else ())
+        i32, i64 = np.int32, np.int64
+        self.grid, self.block = (plan.n_mblocks, B * H // pack, self.num_splits), (threads, 1, 1)
+        self.args = (
+            *(i64(s) for triple in strides for s in triple),
+            i32(H), i32(H // Hk), i32(pack), i32(self.num_splits), i32(n_q), i32(n_k),
+            i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0), i32(plan.n_mblocks), i32(plan.n_nblocks),
+            dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
+            dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
+            np.float32(scale * math.log2(math.e)),
+        )
+        with q.device:
+            # fwd_kernel's leading arrays end with key_lens, which fwd_sm90_kernel does not take
+            self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 7 if self.sm90 else 8, self.args)
+            if self.num_splits > 1:
+                rows, warps = n_q * pack, 4  # COMBINE_WARPS in fwd.cu
+                self.combine = Launcher(
+                    combine_kernel(ctype, head_dim, self.device_id), ((rows + warps - 1) // warps, B * H // pack, 1),
+                    (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
+                                               i32(n_q), dp["perm"]))
+
+    def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0,
+                 key_lens: int = 0):
+        """Launch on ``stream`` over the arrays at these device addresses (the split partials only when
+        ``num_splits > 1``; key_lens, 0 for none, only on a ``bounded`` launch)."""
+        with self.device:
+            self.fwd(stream, q, k, v, out, lse, o_part, lse_part, *(() if self.sm90 else (key_lens,)))
+            if self.num_splits > 1:
+                self.combine(stream, o_part, lse_part, out, lse)
+

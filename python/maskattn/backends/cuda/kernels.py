@@ -1,0 +1,264 @@
+"""CUDA backend: the kernels' configurations and their compilation.
+
+This module owns which kernel and tile serve a head dim, dtype and device (:func:`tile_for`, the configuration
+tables), the kernels' names as C++ templates, and their compilation: NVRTC builds them from the installed sources
+(``importlib.resources``, ``-I`` the source folder), one ``RawModule`` per configuration with an explicit name
+expression, memoised per (kernel, dtype, head dim, tile, mask mode, device); CuPy compiles for the device's own
+architecture (``-arch=sm_90`` on an H100) and keeps the cubins in its on-disk cache. On Hopper (compute capability
+9.0) the forward at head dims 64 and 128 with the 128 x 128 training tile runs ``fwd_sm90.cu`` instead (wgmma, a
+producer warpgroup and two consumers), which needs the ``sm_90a`` target: CuPy always adds its own ``-arch``, so
+that one is compiled by NVRTC directly, once per process (about a second per configuration). ``MASKATTN_SM90=0`` in
+the environment keeps the mma.sync kernel. CuPy is imported on first use, so ``maskattn`` imports without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import os
+
+import numpy as np
+
+HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+
+# Per head dim, forward configurations (tile_m, tile_n, warps, K/V stages) in order of preference; the first whose
+# shared memory fits the device is used. Each warp owns tile_m / warps query rows: 16 here (32-row warps, e.g.
+# (128, 64, 4), are correct too but spill a little and were no faster on the H100). `nvcc -arch=sm_90 -Xptxas -v`,
+# bf16, registers for mask none / intervals / bits, no spills; shared memory per CTA:
+#   32: 133/127/134, 51200 B   64: 182/173/174, 92160 B   96: 222/238/230, 133120 B
+#   128: 242/246/242, 174080 B   192 (tile_n 64): 216/226/220, 153600 B   256 (tile_n 64): 255/250/250, 202752 B
+FWD_CONFIGS = {
+    32: ((128, 128, 8, 2),),
+    64: ((128, 128, 8, 2),),
+    96: ((128, 128, 8, 2),),
+    128: ((128, 128, 8, 2), (128, 64, 8, 2)),
+    192: ((128, 64, 8, 2),),
+    256: ((128, 64, 8, 2),),
+}
+# Few query rows (decode, tree verification, GQA-packed tokens), forward only (the backward takes the training tiles
+# above); for a plan's rows, the first that holds them and fits the device. Up to 16 rows (single-token decode with
+# GQA packing): 16 x 128 tiles whose 8 warps split each key block (fwd.cu's key warps, 16 keys each), so that all of
+# them compute: 3-4% faster than 64 x 64 tiles, where one warp holds every row (docs/performance.md); with three K/V
+# stages where they fit (one CTA per SM streams two key blocks ahead), else two. Up to 64 rows (tree verification):
+# 64 x 64 tiles, 4 warps over the rows, two CTAs per SM.
+# Registers (bf16, bits, sm_90): (16, 128) d=64 116, d=128 161; (64, 64) d=64 143, d=128 206.
+DECODE_CONFIGS = ((16, 128, 8, 3), (16, 128, 8, 2), (64, 64, 4, 2))
+DECODE_ROWS = max(config[0] for config in DECODE_CONFIGS)
+MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
+SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
+SM90_HEAD_DIMS = (64, 128)  # fwd_sm90.cu's instantiations, at 128 x 128 tiles
+SM90_THREADS = 384  # sm90::THREADS: one producer and two consumer warpgroups
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CUfunction_attribute in cuda.h
+MASK_MODES = {"none": "MASK_NONE", "intervals": "MASK_INTERVALS", "bits": "MASK_BITS"}
+
+
+def import_cupy():
+    try:
+        import cupy
+    except ImportError as e:
+        raise ImportError("the CUDA backend needs CuPy: pip install 'maskattn[cuda12]' or 'maskattn[cuda13]'") from e
+    return cupy
+
+
+def kernel_type(dtype) -> str:
+    """The kernel's storage type for a NumPy / CuPy dtype: half_t or bf16_t."""
+    # by name: np.dtype("bfloat16") only resolves once ml_dtypes has been imported
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    if name == "float16":
+        return "half_t"
+    if name == "bfloat16":
+        return "bf16_t"
+    raise TypeError(f"the CUDA kernels take float16 or bfloat16; got {dtype}")
+
+
+def check_head_dim(head_dim) -> int:
+    if int(head_dim) not in HEAD_DIMS:
+        raise ValueError(f"head_dim is {head_dim}; supported: {', '.join(map(str, HEAD_DIMS))}")
+    return int(head_dim)
+
+
+def fwd_smem_bytes(head_dim: int, config) -> int:
+    """Dynamic shared memory of the forward kernel: Q plus the stages of K and V, rows padded by 8 elements."""
+    tile_m, tile_n, _, stages = config
+    return (tile_m + 2 * stages * tile_n) * (head_dim + 8) * 2
+
+
+@functools.lru_cache(maxsize=None)
+def smem_optin(device_id: int | None) -> int:
+    if device_id is None:
+        return SM90_SMEM_OPTIN
+    cupy = import_cupy()
+    return int(cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+def current_device() -> int | None:
+    try:
+        cupy = import_cupy()
+        return cupy.cuda.Device().id if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # no CuPy or no driver: plan for an sm_90 device
+        return None
+
+
+def fwd_config(head_dim: int, device: int | None) -> tuple[int, int, int, int]:
+    """The training configuration: the first of FWD_CONFIGS whose shared memory the device allows."""
+    limit = smem_optin(device)
+    for config in FWD_CONFIGS[head_dim]:
+        if fwd_smem_bytes(head_dim, config) <= limit:
+            return config
+    need = min(fwd_smem_bytes(head_dim, c) for c in FWD_CONFIGS[head_dim])
+    raise ValueError(f"head_dim {head_dim} needs {need} bytes of shared memory per block; this device allows {limit}")
+
+
+def decode_configs(head_dim: int, device: int | None) -> tuple:
+    """The few-rows configurations whose shared memory the device allows, smallest tile first."""
+    limit = smem_optin(device)
+    return tuple(c for c in DECODE_CONFIGS if fwd_smem_bytes(head_dim, c) <= limit)
+
+
+def fwd_configs(head_dim: int, device: int | None) -> dict:
+    """Forward configurations by tile: the few-rows ones and the training one (per tile the first that fits)."""
+    configs = {}
+    for config in (*decode_configs(head_dim, device), fwd_config(head_dim, device)):
+        configs.setdefault(config[:2], config)
+    return configs
+
+
+def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None = None) -> tuple[int, int]:
+    """The (tile_m, tile_n) of the kernels for this head dim and dtype: compile plans with it.
+
+    Parameters
+    ----------
+    head_dim : int
+        One of 32, 64, 96, 128, 192, 256.
+    dtype : float16 or bfloat16
+    device : int, optional
+        CUDA device id (default: the current one; an sm_90 device where CuPy or a GPU is missing). The tile is
+        the largest the device's shared memory per block allows.
+    rows : int, optional
+        Query rows per (batch, head) after GQA packing. At most ``DECODE_ROWS`` gives a forward-only decode tile:
+        (16, 128) up to 16 rows, (64, 64) up to 64; otherwise (the default) the training tile, which the backward
+        needs.
+    """
+    head_dim = check_head_dim(head_dim)
+    kernel_type(dtype)
+    device = current_device() if device is None else int(device)
+    if rows is not None:
+        for config in decode_configs(head_dim, device):
+            if rows <= config[0]:
+                return config[:2]
+    return fwd_config(head_dim, device)[:2]
+
+
+
+def source_dir():
+    """The folder holding the installed .cu / .cuh files (the source tree for editable installs)."""
+    resource = importlib.resources.files("maskattn._gpu").joinpath("fwd.cu")
+    with importlib.resources.as_file(resource) as path:
+        return path.parent
+
+
+def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: bool = False) -> str:
+    """perm: the instantiation for plans with a node order (the others compile without the row lookups)."""
+    tile_m, tile_n, warps, stages = config
+    return (f"maskattn::fwd_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, {warps}, {stages}, "
+            f"maskattn::{mask_mode}, {str(perm).lower()}>")
+
+
+def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False) -> str:
+    return f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, maskattn::{mask_mode}, {str(perm).lower()}>"
+
+
+def combine_kernel_name(ctype: str, head_dim: int) -> str:
+    return f"maskattn::combine_kernel<maskattn::{ctype}, {head_dim}>"
+
+
+def nvrtc_options(src) -> tuple:
+    """What the kernels are compiled with besides the architecture (CuPy adds -ftz=true to its own builds)."""
+    return ("-std=c++17", f"-I{src}")
+
+
+@functools.lru_cache(maxsize=None)
+def fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int, int], mask_mode: str, device_id: int,
+                perm: bool = False):
+    kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode, perm))
+    smem = fwd_smem_bytes(head_dim, config)
+    if smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = smem
+    return kernel, smem
+
+
+def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
+    """Whether the forward of this configuration runs the wgmma kernel (fwd_sm90.cu)."""
+    return (tile == (128, 128) and head_dim in SM90_HEAD_DIMS and compute_capability(device_id) == "90"
+            and sm90_enabled())
+
+
+def sm90_enabled() -> bool:
+    return os.environ.get("MASKATTN_SM90", "1") != "0"
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability(device_id: int) -> str:
+    return import_cupy().cuda.Device(device_id).compute_capability
+
+
+def sm90_smem_bytes(head_dim: int) -> int:
+    """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q and two stages of K and V, the mbarriers."""
+    return 1024 + 5 * 128 * head_dim * 2 + 128
+
+
+# ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
+# memory, for the producers' tables of rows
+ROW_TABLE_BYTES = 1024
+
+
+def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False):
+    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``perm``: for a plan with a node order."""
+    smem = sm90_smem_bytes(head_dim) + (ROW_TABLE_BYTES if perm else 0)
+    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm), smem,
+                                   device_id)
+    return kernel, smem, module
+
+
+@functools.lru_cache(maxsize=None)
+def sm90_function(source: str, name: str, smem: int, device_id: int):
+    """Kernel ``name`` of gpu/``source`` for sm_90a, compiled by NVRTC directly (CuPy would add -arch=sm_90, which
+    lacks wgmma), its dynamic shared-memory limit raised to ``smem`` bytes: (kernel, module)."""
+    from cupy.cuda import driver, function
+    from cupy_backends.cuda.libs import nvrtc
+
+    src = source_dir()
+    prog = nvrtc.createProgram((src / source).read_text(), source, [], [])
+    try:
+        nvrtc.addNameExpression(prog, name)
+        try:
+            nvrtc.compileProgram(prog, [*nvrtc_options(src), "-arch=sm_90a", "-ftz=true"])
+        except nvrtc.NVRTCError as err:
+            raise RuntimeError(f"NVRTC failed on {source} for {name}:\n{nvrtc.getProgramLog(prog)}") from err
+        module = function.Module()
+        module.load(nvrtc.getCUBIN(prog))
+        kernel = module.get_function(nvrtc.getLoweredName(prog, name))
+    finally:
+        nvrtc.destroyProgram(prog)
+    driver.funcSetAttribute(kernel.ptr, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    return kernel, module  # the module must outlive the kernel
+
+
+@functools.lru_cache(maxsize=None)
+def combine_kernel(ctype: str, head_dim: int, device_id: int):
+    return _fwd_module_function(combine_kernel_name(ctype, head_dim))
+
+
+def _fwd_module_function(name: str):
+    """One kernel of fwd.cu, compiled by NVRTC for the current device."""
+    cupy = import_cupy()
+    src = source_dir()
+    module = cupy.RawModule(code=(src / "fwd.cu").read_text(), options=nvrtc_options(src), name_expressions=(name,))
+    return module.get_function(name)
+
+
+
+@functools.lru_cache(maxsize=None)
+def multiprocessors(device_id: int) -> int:
+    return int(import_cupy().cuda.Device(device_id).attributes["MultiProcessorCount"])
+

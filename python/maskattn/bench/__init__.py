@@ -1,0 +1,75 @@
+"""``python -m maskattn bench``: the benchmarks, one module per mode, outside the core's import graph.
+
+- :mod:`.attention` (default, ``--backward``, ``--plans-only``): every workload of WORKLOADS.md, maskattn beside
+  FlexAttention and SDPA on one GPU;
+- :mod:`.decode` (``--decode``): tree verification and single-token decode, KV-read bandwidth;
+- :mod:`.host` (``--host``): the plan compiler alone, on the CPU;
+- :mod:`.overhead` (``--overhead``): host time of one call;
+- :mod:`.workloads`: the seeded workload masks (shared with the demo and the asv suite).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from . import workloads
+
+
+def main(args) -> int:
+    from . import attention, decode, host, overhead
+
+    out_dir = pathlib.Path(args.out) if args.out else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if args.overhead:
+        overhead.run(args)
+        return 0
+    if args.decode:
+        rows = decode.run(args)
+        print()
+        print(decode.markdown(rows))
+        if out_dir is not None:
+            (out_dir / "decode.json").write_text(json.dumps(rows, indent=1))
+            (out_dir / "decode.md").write_text(decode.markdown(rows) + "\n")
+        return 0
+    if args.host:
+        rows = host.run(args)
+        if out_dir is not None:
+            (out_dir / "host.json").write_text(json.dumps(rows, indent=1))
+        return 0
+    rows = attention.run(args)
+    if args.plans_only:
+        return 0
+    print()
+    print(attention.markdown(rows, args.backward))
+    if out_dir is not None:
+        (out_dir / "bench.json").write_text(json.dumps(rows, indent=1))
+        (out_dir / "bench.md").write_text(attention.markdown(rows, args.backward) + "\n")
+        attention.picture(rows, out_dir / "bench.png", args)
+    return 0
+
+
+def add_arguments(p):
+    p.add_argument("--n", type=int, nargs="+", default=[8192, 16384])
+    p.add_argument("--workloads", nargs="+", default=list(workloads.NAMES), choices=workloads.NAMES,
+                   metavar="NAME")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    p.add_argument("--backward", action="store_true", help="also time forward+backward")
+    p.add_argument("--host", action="store_true", help="time only the plan compiler, on the CPU")
+    p.add_argument("--decode", action="store_true",
+                   help="inference shapes: MEDUSA tree verification and single-token decode (GPU)")
+    p.add_argument("--prefix", type=int, nargs="+", default=[1024, 4096, 16384], help="--decode: tree prefixes")
+    p.add_argument("--cache", type=int, nargs="+", default=[4096, 16384, 65536], help="--decode: cache lengths")
+    p.add_argument("--overhead", action="store_true",
+                   help="host time of one call: tree verification and decode, torch and CuPy, beside SDPA (GPU)")
+    p.add_argument("--plans-only", action="store_true",
+                   help="GPU: time only plan compile + upload beside Flex's create_block_mask")
+    p.add_argument("--tile", type=int, nargs=2, default=[128, 128], help="--host: the tile to compile for")
+    p.add_argument("--threads", type=int, default=None, help="--host: compile threads for dense / sparse masks")
+    p.add_argument("--reps", type=int, default=50, help="--host: repetitions per workload")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="folder for bench.json, bench.md and bench.png")

@@ -1,0 +1,102 @@
+"""What every benchmark mode shares: timing on the host and on the GPU (``do_bench``'s median, replays in a CUDA graph
+over enough input sets to leave L2), the copy bandwidth, and table formatting."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+PEAK_TFLOPS = 790.0  # measured dense bf16 matrix rate of an H100 80GB HBM3 (WORKLOADS.md)
+
+
+def median_ms(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def bench_ms(fn) -> float:
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+GRAPH_CALLS = 20  # calls captured in one CUDA graph
+GRAPH_REPLAYS = 15  # timed replays; the median is kept
+
+
+def graph_ms(fns) -> float:
+    """Milliseconds per call inside a CUDA graph: GRAPH_CALLS calls captured back to back in one torch.cuda.CUDAGraph,
+    taking the callables ``fns`` in turn (one per input set), after a warm-up on a side stream; each replay timed
+    with events, the median of GRAPH_REPLAYS. Nothing runs on the host between kernels, and nothing flushes L2 between
+    calls: give enough input sets that they do not fit in L2 together (:func:`input_sets`)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(GRAPH_CALLS):
+            fns[i % len(fns)]()
+    graph.replay()
+    times = []
+    for _ in range(GRAPH_REPLAYS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / GRAPH_CALLS)
+    del graph
+    return statistics.median(times)
+
+
+def input_sets(nbytes: int) -> int:
+    """How many input sets of ``nbytes`` each a graph replay must rotate through so that together they take at least
+    twice the device's L2 (one set when a set alone does: each call then reads its inputs from device memory)."""
+    import torch
+
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return max(1, -(-2 * l2 // nbytes))
+
+
+def try_(fn, errors, label):
+    try:
+        return fn()
+    except Exception as err:  # one peer failing must not hide the others
+        errors.append(f"{label}: {type(err).__name__}: {err}")
+        return None
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written, on 1 GiB buffers."""
+    import torch
+
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / (bench_ms(lambda: dst.copy_(src)) * 1e6)
+
+
+def ratio(a, b):
+    return None if a is None or b is None else a / b
+
+
+def fwd_bwd_ms(attn, q, k, v, do) -> float:
+    qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+
+    def step():
+        qg.grad = kg.grad = vg.grad = None
+        attn(qg, kg, vg).backward(do)
+
+    return bench_ms(step)
+
+
+def fmt(x, spec=".3f"):
+    return "-" if x is None else format(x, spec)
