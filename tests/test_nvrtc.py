@@ -86,7 +86,7 @@ def _builds():
     for perm in (False, True):
         sm90 = cuda_bwd.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True, perm=perm)
         yield "bwd_sm90.cu", [sm90["dkdv"], sm90["dq"]], (*options, "-arch=sm_90a")
-    yield "classify.cu", [], ("-std=c++17", "-arch=sm_90")  # extern "C": looked up by its plain name
+    yield "dense_plan.cu", [], ("-std=c++17", "-arch=sm_90")  # extern "C": looked up by its plain name
 
 
 @pytest.mark.parametrize("source, names, options", list(_builds()),

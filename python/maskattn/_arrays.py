@@ -35,7 +35,7 @@ def _device_of(x) -> str:
 
 def torch_view(cupy, x):
     """A CuPy view of a CUDA torch tensor built from its pointer, shape and strides, or None for a dtype CuPy cannot
-    name here (float16 / bfloat16 / float32 only)."""
+    name here (float16 / bfloat16 / float32, and bool / uint8 for masks and plan buffers)."""
     dtype = _torch_dtypes().get(x.dtype)
     if dtype is None:
         return None
@@ -65,7 +65,8 @@ def _torch_dtypes() -> dict:
     if _TORCH_DTYPES is None:
         import torch
 
-        _TORCH_DTYPES = {torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32)}
+        _TORCH_DTYPES = {torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32),
+                         torch.bool: np.dtype(np.bool_), torch.uint8: np.dtype(np.uint8)}
         try:  # CuPy's bfloat16 is ml_dtypes'; without it bfloat16 tensors go through DLPack
             import ml_dtypes
 

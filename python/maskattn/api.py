@@ -154,14 +154,14 @@ def compile_mask(spec, tile=None, *, threads: int | None = None) -> BlockMask:
     tile = check_tile(DEFAULT_TILE if tile is None else tile)
     plan = spec._plans.get(tile)
     if plan is None:
-        if isinstance(spec, _masks.DenseMask) and spec.on_device:  # planned on its GPU
+        if isinstance(spec, _masks.DenseMask) and spec.on_device:  # planned on its GPU, where the plan stays
             from .backends import cuda
 
-            B, H, n_q, n_k = spec.shape
-            arrays = cuda.dense_tiles(spec.mask.reshape(B * H, n_q, n_k), tile)
+            plan = cuda.dense_plan(spec.mask, tile)
         else:  # planned on the host by maskprep
             arrays = spec._tiles(tile, default_threads() if threads is None else int(threads))
-        plan = spec._plans[tile] = BlockMask(spec.shape, tile, arrays, perm=spec.perm)
+            plan = BlockMask(spec.shape, tile, arrays, perm=spec.perm)
+        spec._plans[tile] = plan
     return plan
 
 
@@ -313,6 +313,8 @@ def _call_key(arrays, mask, *options):
     type that is not a plain hashable value)."""
     io = io_for(arrays[0])
     if io is None or any(type(x) is not type(arrays[0]) for x in arrays):
+        return None
+    if isinstance(mask, BlockMask) and mask.transient:  # no later call names it: keeping the call would keep it
         return None
     if not all(o is None or type(o) in (str, int, float, bool) for o in options):
         return None

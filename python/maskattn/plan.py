@@ -72,16 +72,23 @@ class BlockMask:
     buffer : uint8 (read-only)
         The plan's memory: every array above but ``perm`` and ``inverse_perm`` is a view of it, at the place
         ``layout[name] = (offset, shape, dtype)`` says (16-byte aligned), so that a device copy is one transfer.
+    on_host : bool
+        Whether the arrays above exist on the host. A plan built on a GPU (:meth:`built_on_device`: a dense mask
+        that lives there) starts without them; the first read of one copies the plan back (synchronising), so
+        that every method here works on any plan.
+    transient : bool
+        Built for one call (``maskattn.torch.scaled_dot_product_attention`` plans its mask anew each call): the
+        CUDA backend's caches of launches and prepared calls keep no reference to it.
     """
+
+    transient = False
 
     def __init__(self, shape, tile, arrays, *, perm=None):
         """``arrays``: the :class:`maskattn._maskprep.plan.PlanArrays` a maskprep compiler wrote (for a tile it
         checked)."""
         self.shape = tuple(map(int, shape))
         self.tile = tuple(map(int, tile))
-        # a plan never changes: its device copies mirror the buffer
-        self.buffer, self.layout = arrays.buffer, arrays.layout
-        self.buffer.setflags(write=False)
+        self._set_arrays(arrays)
         self.perm = perm
         self.inverse_perm = None if perm is None else inverse_permutation(perm)
         if arrays.partial_count == 0:
@@ -90,11 +97,42 @@ class BlockMask:
             self.payload = "bits" if "bit_pool" in self.layout else "intervals"
         self._device_cache = {}
 
+    @classmethod
+    def built_on_device(cls, shape, tile, device_id: int, device_arrays, fetch, *, transient: bool = False):
+        """A bits plan whose arrays a backend built on device ``device_id`` (``device_arrays``: what the backend's
+        ``device_plan`` returns for it). ``fetch()`` returns the plan's host arrays (a ``PlanArrays``), called on
+        the first read of one. Its payload is "bits" even where no tile is PARTIAL: how many are is known on the
+        device only."""
+        plan = cls.__new__(cls)
+        plan.shape, plan.tile = tuple(map(int, shape)), tuple(map(int, tile))
+        plan.perm = plan.inverse_perm = None
+        plan.payload = "bits"
+        plan.transient = bool(transient)
+        plan._device_cache = {device_id: device_arrays}
+        plan._fetch = fetch
+        return plan
+
+    def _set_arrays(self, arrays):
+        # a plan never changes: its device copies mirror the buffer
+        self.buffer, self.layout = arrays.buffer, arrays.layout
+        self.buffer.setflags(write=False)
+
+    @property
+    def on_host(self) -> bool:
+        return "buffer" in self.__dict__
+
     def __getattr__(self, name):
         # The arrays of PLAN_ARRAYS, made on first use: a view costs a few tenths of a microsecond, and uploading a
-        # new plan needs none of them (its buffer travels whole).
-        if name not in PLAN_ARRAYS:
+        # new plan needs none of them (its buffer travels whole). A plan built on a device fetches them first.
+        if name not in PLAN_ARRAYS and name not in ("buffer", "layout"):
             raise AttributeError(f"'BlockMask' object has no attribute {name!r}")
+        if not self.on_host:
+            fetch = self.__dict__.get("_fetch")
+            if fetch is None:  # not constructed yet (copy, pickle)
+                raise AttributeError(f"'BlockMask' object has no attribute {name!r}")
+            self._set_arrays(fetch())
+            if name in ("buffer", "layout"):
+                return self.__dict__[name]
         at = self.layout.get(name)
         view = None if at is None else np.ndarray(at[1], at[2], self.buffer, at[0])
         setattr(self, name, view)
@@ -108,11 +146,11 @@ class BlockMask:
 
     @property
     def n_mblocks(self) -> int:
-        return self.row_ptr.shape[1] - 1
+        return -(-self.shape[2] // self.tile[0])
 
     @property
     def n_nblocks(self) -> int:
-        return self.col_ptr.shape[1] - 1
+        return -(-self.shape[3] // self.tile[1])
 
     @property
     def nnz(self) -> int:

@@ -115,10 +115,10 @@ _LAUNCHES: "collections.OrderedDict[tuple, _ForwardLaunch]" = collections.Ordere
 
 def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
     """What a checked launch depends on besides the data pointers, or None where the full checks must run (not
-    CuPy arrays, pointers off 16 bytes)."""
+    CuPy arrays, pointers off 16 bytes) or where nothing should be kept (a transient plan)."""
     cupy = import_cupy()
     arrays = (q, k, v) if out is None else (q, k, v, out)
-    if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays):
+    if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays) or plan.transient:
         return None
     return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled())
             + tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays))
@@ -157,7 +157,9 @@ class _ForwardLaunch:
                                                      self.device_id, plan.perm is not None)
             ctas = plan.n_mblocks * B * (H // pack)
             if num_splits is None:
-                longest = 0 if plan.nnz == 0 else int(np.diff(plan.row_ptr, axis=-1).max())
+                # a plan built on the device is not read back for this: its rows are at most n_nblocks long
+                longest = (plan.n_nblocks if not plan.on_host else
+                           0 if plan.nnz == 0 else int(np.diff(plan.row_ptr, axis=-1).max()))
                 num_splits = num_splits_for(ctas, longest, self.smem, multiprocessors(self.device_id))
             self.num_splits = int(num_splits)
             if not 1 <= self.num_splits <= MAX_SPLITS:

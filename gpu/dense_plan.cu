@@ -1,0 +1,178 @@
+// Plans of dense boolean masks that live on the GPU, built there end to end (backends/cuda/plans.py launches these
+// two kernels; plan_reference() there is their NumPy twin, which the tests hold them to):
+//
+//   dense_plan_classify: one CTA per tile reads the tile's mask bytes 16 at a time, packs them into the plan's bit
+//     stream (element (r, c) is bit (r * tile_n + c) of the tile), counts them, writes the tile's kind (0 skipped,
+//     1 FULL, 2 PARTIAL) and, for a PARTIAL tile only, its bits into slot `tile` of the bit pool; listed tiles are
+//     counted per query block, per key block and per group with atomics.
+//   dense_plan_fill: one warp per query block (forward CSR) and per key block (backward CSR) turns the counts into
+//     global offsets, the block's place in m_order / n_order, and its entries.
+//
+// The bit pool has one slot per tile, so a PARTIAL entry's payload index is its tile index and neither direction
+// waits for the other: nothing is compacted, deduplicated or copied to the host (docs/internals.md).
+
+namespace maskattn {
+
+constexpr int PLAN_THREADS = 256;
+constexpr int PLAN_MAX_WORDS = 256 * 256 / 32;  // bit words of the largest tile
+constexpr int PLAN_LOADS = 4;                   // 16-byte loads each thread has in flight
+
+// Sixteen mask bytes to sixteen bits, byte i to bit i; any nonzero byte counts as true.
+__device__ __forceinline__ unsigned bits16(uint4 v) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+  unsigned out = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned ones = __vcmpne4(words[i], 0u) & 0x01010101u;
+    // byte b (0 or 1) lands on bit 24 + b and no two products overlap: the four bits in order
+    out |= ((ones * 0x01020408u) >> 24) << (4 * i);
+  }
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+// mask: element (b, h, i, j) at mask[b * stride_b + h * stride_h + i * stride_r + j * stride_c] (strides in bytes,
+// any of them 0 for a broadcast dimension); group g = b * mask_heads + h. Tiles in (g, m, n) order.
+// row_len (groups * n_mblocks), col_len (groups * n_nblocks) and group_len (groups) must be zero.
+extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
+    dense_plan_classify(const unsigned char* __restrict__ mask, unsigned char* __restrict__ tile_kind,
+                        unsigned* __restrict__ bit_pool, int* __restrict__ row_len, int* __restrict__ col_len,
+                        int* __restrict__ group_len, long long stride_b, long long stride_h, long long stride_r,
+                        long long stride_c, int mask_heads, int n_q, int n_k, int tile_m, int tile_n, int n_mblocks,
+                        int n_nblocks) {
+  __shared__ __align__(16) unsigned s_bits[PLAN_MAX_WORDS];
+  __shared__ int s_ones[PLAN_THREADS / 32];
+  __shared__ int s_kind;
+  const long long tile = blockIdx.x;
+  const int n = static_cast<int>(tile % n_nblocks);
+  const int m = static_cast<int>((tile / n_nblocks) % n_mblocks);
+  const int g = static_cast<int>(tile / (static_cast<long long>(n_nblocks) * n_mblocks));
+  const int rows = min(tile_m, n_q - m * tile_m), cols = min(tile_n, n_k - n * tile_n);
+  const unsigned char* base = mask + (g / mask_heads) * stride_b + (g % mask_heads) * stride_h +
+                              static_cast<long long>(m) * tile_m * stride_r + static_cast<long long>(n) * tile_n * stride_c;
+  // chunk c holds columns [16 (c % per_row), + 16) of tile row c / per_row: bits [16 c, 16 c + 16) of the stream,
+  // the low or high half of word c / 2
+  const int per_row = tile_n / 16, chunks = tile_m * per_row;
+  unsigned short* s_half = reinterpret_cast<unsigned short*>(s_bits);
+  int ones = 0;
+  for (int first = threadIdx.x; first < chunks; first += PLAN_LOADS * PLAN_THREADS) {
+    uint4 v[PLAN_LOADS];
+    bool vector[PLAN_LOADS];
+    // every load of the round issued before any is used
+#pragma unroll
+    for (int k = 0; k < PLAN_LOADS; ++k) {
+      const int c = first + k * PLAN_THREADS, r = c / per_row, col = c % per_row * 16;
+      const unsigned char* at = base + r * stride_r + col * stride_c;
+      vector[k] = c < chunks && r < rows && col + 16 <= cols && stride_c == 1 &&
+                  (reinterpret_cast<unsigned long long>(at) & 15) == 0;
+      v[k] = vector[k] ? __ldcs(reinterpret_cast<const uint4*>(at)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int k = 0; k < PLAN_LOADS; ++k) {
+      const int c = first + k * PLAN_THREADS, r = c / per_row, col = c % per_row * 16;
+      if (c >= chunks) continue;
+      unsigned half = 0;
+      if (vector[k]) {
+        half = bits16(v[k]);
+      } else if (r < rows) {  // a chunk at the key edge, unaligned or strided: byte by byte
+        const unsigned char* at = base + r * stride_r + col * stride_c;
+        for (int j = 0; j < 16 && col + j < cols; ++j) half |= (at[j * stride_c] != 0 ? 1u : 0u) << j;
+      }
+      s_half[c] = static_cast<unsigned short>(half);
+      ones += __popc(half);
+    }
+  }
+  ones = warp_sum(ones);
+  if ((threadIdx.x & 31) == 0) s_ones[threadIdx.x >> 5] = ones;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int total = 0;
+#pragma unroll
+    for (int w = 0; w < PLAN_THREADS / 32; ++w) total += s_ones[w];
+    const int kind = total == 0 ? 0 : (total == rows * cols ? 1 : 2);
+    tile_kind[tile] = static_cast<unsigned char>(kind);
+    if (kind != 0) {
+      atomicAdd(row_len + static_cast<long long>(g) * n_mblocks + m, 1);
+      atomicAdd(col_len + static_cast<long long>(g) * n_nblocks + n, 1);
+      atomicAdd(group_len + g, 1);
+    }
+    s_kind = kind;
+  }
+  __syncthreads();
+  if (s_kind == 2) {  // tile_m * tile_n / 32 words: a multiple of 8, so whole 16-byte vectors
+    const int vectors = tile_m * tile_n / 128;
+    uint4* out = reinterpret_cast<uint4*>(bit_pool + tile * (tile_m * tile_n / 32));
+    for (int i = threadIdx.x; i < vectors; i += PLAN_THREADS) out[i] = reinterpret_cast<const uint4*>(s_bits)[i];
+  }
+}
+
+// Warps [0, groups * n_mblocks) take the query blocks (forward CSR: row_ptr, col_idx, kind, payload_idx, m_order),
+// the next groups * n_nblocks warps the key blocks (backward CSR: col_ptr, row_idx, bwd_kind, bwd_payload_idx,
+// n_order). A block's entries start after every entry of the groups before its own (group_len: the same count in
+// both directions) and of the blocks before it in its group; its place in the order counts the blocks with more
+// entries, and those with as many that come before it (a stable sort, heaviest first).
+extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
+    dense_plan_fill(const unsigned char* __restrict__ tile_kind, const int* __restrict__ row_len,
+                    const int* __restrict__ col_len, const int* __restrict__ group_len, long long* __restrict__ row_ptr,
+                    int* __restrict__ col_idx, unsigned char* __restrict__ kind, int* __restrict__ payload_idx,
+                    int* __restrict__ m_order, long long* __restrict__ col_ptr, int* __restrict__ row_idx,
+                    unsigned char* __restrict__ bwd_kind, int* __restrict__ bwd_payload_idx,
+                    int* __restrict__ n_order, int groups, int n_mblocks, int n_nblocks) {
+  const long long warp = (static_cast<long long>(blockIdx.x) * PLAN_THREADS + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  const long long query_warps = static_cast<long long>(groups) * n_mblocks;
+  if (warp >= query_warps + static_cast<long long>(groups) * n_nblocks) return;  // whole warps leave together
+  const bool forward = warp < query_warps;
+  // this warp's block ("line") and the blocks it crosses, in its direction
+  const int lines = forward ? n_mblocks : n_nblocks, across = forward ? n_nblocks : n_mblocks;
+  const long long item = forward ? warp : warp - query_warps;
+  const int g = static_cast<int>(item / lines), line = static_cast<int>(item % lines);
+  const int* len = (forward ? row_len : col_len) + static_cast<long long>(g) * lines;
+
+  long long start = 0;
+  for (int i = lane; i < g; i += 32) start += group_len[i];
+  const int length = len[line];
+  long long before = 0;
+  int rank = 0;
+  for (int i = lane; i < lines; i += 32) {
+    const int l = len[i];
+    if (i < line) before += l;
+    rank += (l > length || (l == length && i < line)) ? 1 : 0;
+  }
+  start = warp_sum(start) + warp_sum(before);
+  rank = warp_sum(rank);
+  long long* const ptr = forward ? row_ptr : col_ptr;
+  int* const order = forward ? m_order : n_order;
+  int* const idx_out = forward ? col_idx : row_idx;
+  unsigned char* const kind_out = forward ? kind : bwd_kind;
+  int* const payload_out = forward ? payload_idx : bwd_payload_idx;
+  if (lane == 0) {
+    const long long at = static_cast<long long>(g) * (lines + 1) + line;
+    ptr[at] = start;
+    if (line == lines - 1) ptr[at + 1] = start + length;
+    order[static_cast<long long>(g) * lines + rank] = line;
+  }
+  const long long group_tiles = static_cast<long long>(g) * n_mblocks * n_nblocks;
+  for (int first = 0; first < across; first += 32) {
+    const int i = first + lane;
+    const long long tile = group_tiles + (forward ? static_cast<long long>(line) * n_nblocks + i
+                                                  : static_cast<long long>(i) * n_nblocks + line);
+    const int k = i < across ? tile_kind[tile] : 0;
+    const unsigned listed = __ballot_sync(0xffffffffu, k != 0);
+    if (k != 0) {
+      const long long e = start + __popc(listed & ((1u << lane) - 1u));
+      idx_out[e] = i;
+      kind_out[e] = static_cast<unsigned char>(k);
+      payload_out[e] = k == 2 ? static_cast<int>(tile) : -1;
+    }
+    start += __popc(listed);
+  }
+}
+
+}  // namespace maskattn

@@ -1,0 +1,106 @@
+"""Plans of dense masks built on the GPU, checked on the CPU through their NumPy twin (``plans.plan_reference``, which
+tests/gpu/test_dense_plan.py holds the kernels to byte for byte): the device layout encodes exactly the host
+compiler's plan, and a plan built on a device reads back on first use."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import maskattn
+from maskattn import masks
+from maskattn.backends.cuda import plans
+from maskattn.plan import PARTIAL, BlockMask
+
+from test_plan import BUILDERS, TILES, check_buffer, check_transpose
+
+
+def twin_plan(mask, tile):
+    """The host plan of the twin's device buffer, read back as the device path reads it back."""
+    B, H, n_q, n_k = mask.shape
+    buffer = plans.plan_reference(mask, tile)
+    layout, size = plans.dense_layout(B * H, n_q, n_k, tile)
+    assert buffer.nbytes == size and all(offset % 16 == 0 for offset, _, _ in layout.values())
+    views = plans._views(buffer, layout)
+    return BlockMask(mask.shape, tile, plans.host_arrays(views, views["bit_pool"][plans._partial_tiles(views)])), views
+
+
+def check_twin(mask, tile):
+    plan, views = twin_plan(mask, tile)
+    host = maskattn.compile_mask(masks.from_dense(mask), tile)
+    assert plan.equals(host)
+    assert np.array_equal(plan.to_dense(), mask)
+    for name in ("row_ptr", "col_idx", "kind", "col_ptr", "row_idx", "bwd_kind", "m_order", "n_order"):
+        assert np.array_equal(getattr(plan, name), getattr(host, name)), name
+    check_transpose(plan, deduplicated=False)  # the device pool has a slot per tile: equal tiles stay apart
+    check_buffer(plan)
+    # on the device a PARTIAL entry's payload is its tile, in both directions; FULL entries have none
+    nnz = plan.nnz
+    tiles = np.arange(views["tile_kind"].size).reshape(plan.groups, plan.n_mblocks, plan.n_nblocks)
+    fwd_tiles = tiles[np.repeat(np.repeat(np.arange(plan.groups), plan.n_mblocks), np.diff(plan.row_ptr).ravel()),
+                      plan.entry_rows, plan.col_idx]
+    assert np.array_equal(views["payload_idx"][:nnz], np.where(plan.kind == PARTIAL, fwd_tiles, -1))
+    partial = views["bwd_kind"][:nnz] == PARTIAL
+    assert np.all(views["tile_kind"][views["bwd_payload_idx"][:nnz][partial]] == PARTIAL)
+    grids = np.stack([plan.block_grid(g) for g in range(plan.groups)])
+    assert np.array_equal(views["tile_kind"].reshape(tiles.shape), grids)
+    return plan
+
+
+@pytest.mark.parametrize("tile", TILES, ids=str)
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_twin_encodes_every_family(name, tile):
+    spec = BUILDERS[name]()
+    dense = spec.to_dense()
+    if spec.perm is not None:  # a GPU mask is planned in the order it comes in
+        dense = dense[..., spec.perm, :][..., spec.perm]
+    check_twin(np.ascontiguousarray(dense), tile)
+
+
+@st.composite
+def dense_masks(draw):
+    B, H = draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 3]))
+    n_q, n_k = draw(st.integers(1, 300)), draw(st.integers(1, 300))
+    density = draw(st.sampled_from([0.0, 0.002, 0.05, 0.5, 0.97, 1.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    mask = rng.random((B, H, n_q, n_k)) < density
+    if draw(st.booleans()):  # FULL tiles and repeated PARTIAL ones
+        cell = draw(st.sampled_from([8, 16, 48]))
+        mask = np.repeat(np.repeat(mask[..., ::cell, ::cell], cell, axis=-2), cell, axis=-1)[..., :n_q, :n_k]
+    return np.ascontiguousarray(mask)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dense_masks(), st.sampled_from(TILES))
+def test_twin_random_masks(mask, tile):
+    check_twin(mask, tile)
+
+
+def test_plan_built_on_device_reads_back_on_first_use():
+    rng = np.random.default_rng(5)
+    mask = rng.random((2, 1, 150, 170)) < 0.1
+    host = maskattn.compile_mask(masks.from_dense(mask), (64, 48))
+    fetched = []
+
+    def fetch():
+        fetched.append(1)
+        buffer = plans.plan_reference(mask, (64, 48))
+        views = plans._views(buffer, plans.dense_layout(2, 150, 170, (64, 48))[0])
+        return plans.host_arrays(views, views["bit_pool"][plans._partial_tiles(views)])
+
+    plan = BlockMask.built_on_device(mask.shape, (64, 48), 0, "device arrays", fetch, transient=True)
+    # what a launch reads needs no copy back
+    assert not plan.on_host and plan.payload == "bits" and plan.transient and plan.perm is None
+    assert (plan.n_mblocks, plan.n_nblocks, plan.groups) == (3, 4, 2) and not fetched
+    assert plan._device_cache == {0: "device arrays"}
+    assert plan.equals(host) and plan.on_host and fetched == [1]
+    assert np.array_equal(plan.to_dense(), mask) and plan.stats()["density"] == host.stats()["density"]
+    assert plan.buffer is plan.buffer and fetched == [1]
+    assert not maskattn.compile_mask(masks.causal(64)).transient
+
+
+def test_twin_rejects_what_the_kernels_do_not_take():
+    with pytest.raises(TypeError, match="4-d bool"):
+        plans.plan_reference(np.ones((3, 4), bool), (16, 16))
+    with pytest.raises(ValueError, match="multiples of 16"):
+        plans.plan_reference(np.ones((1, 1, 3, 4), bool), (8, 16))
