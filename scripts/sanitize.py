@@ -8,7 +8,8 @@ runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kerne
 the atomic case the mma.sync dK/dV kernel with atomic dQ); plans in an order of their own, of intervals and of bits
 (rows gathered through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward
 (GQA packing, the 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training
-tile; per-sample key bounds, cache_seqlens); and the GPU dense-mask classifier.
+tile; per-sample key bounds, cache_seqlens); and the plans of dense masks built on the GPU (gpu/dense_plan.cu),
+strided and broadcast ones included.
 """
 
 import cupy as cp
@@ -57,6 +58,8 @@ for D in (64, 96):  # split-KV on the training tile: the wgmma forward on Hopper
     maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)
 cp.cuda.Device().synchronize()
 print("decode forward ran")
-plan = maskattn.compile_mask(masks.from_dense(cp.asarray(rng.random((2, 1, 150, 170)) < 0.2)), (64, 48))
-cp.cuda.Device().synchronize()
-print("classify ran:", plan.nnz, "tiles")
+square = cp.asarray(rng.random((2, 1, 150, 170)) < 0.2)
+for mask in (square, square[:, :, 1:, 3:], cp.broadcast_to(square[:, :, :1], square.shape)):
+    plan = maskattn.compile_mask(masks.from_dense(mask), (64, 48))
+    cp.cuda.Device().synchronize()
+    print("dense plan ran:", plan.nnz, "tiles")

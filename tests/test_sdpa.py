@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch", reason="maskattn.torch needs torch (pip ins
 import torch.nn.functional as F  # noqa: E402
 
 import maskattn  # noqa: E402
+from test_torch import counting_backend  # noqa: E402
 
 sdpa = maskattn.torch.scaled_dot_product_attention
 
@@ -134,14 +135,7 @@ def test_compile_fullgraph_does_not_recompile_when_the_mask_changes():
     q, k, v = inputs((1, 4, 40, 8), (1, 2, 40, 8))
     graphs = []
 
-    def counting_backend(gm, example_inputs):
-        graphs.append(gm)
-        from functorch.compile import make_boxed_func
-        from torch._dynamo.backends.common import aot_autograd
-
-        return aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g.forward))(gm, example_inputs)
-
-    @torch.compile(fullgraph=True, backend=counting_backend)
+    @torch.compile(fullgraph=True, backend=counting_backend(graphs))
     def loss(q, k, v, mask):
         return (sdpa(q, k, v, attn_mask=mask, enable_gqa=True) ** 2).sum()
 

@@ -44,18 +44,25 @@ def test_opcheck():
                            0.35, "bhnd"))
 
 
-def test_compile_fullgraph_does_not_recompile_for_a_new_mask():
-    q, k, v = tensors()
-    graphs = []
+def counting_backend(graphs):
+    """A torch.compile backend that runs the graphs it gets through AOTAutograd (so custom ops' fake and autograd
+    registrations are exercised) and appends each to ``graphs``: one entry per compile."""
 
-    def counting_backend(gm, example_inputs):
+    def backend(gm, example_inputs):
         graphs.append(gm)
         from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
 
         return aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g.forward))(gm, example_inputs)
 
-    @torch.compile(fullgraph=True, backend=counting_backend)
+    return backend
+
+
+def test_compile_fullgraph_does_not_recompile_for_a_new_mask():
+    q, k, v = tensors()
+    graphs = []
+
+    @torch.compile(fullgraph=True, backend=counting_backend(graphs))
     def loss(q, k, v, mask):
         return (maskattn.torch.attention(q, k, v, mask) ** 2).sum()
 

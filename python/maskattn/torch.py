@@ -198,9 +198,9 @@ def _sdpa_mask(q, k, attn_mask, is_causal, plan=None):
     if plan is not None:
         return cuda_plans.wrap_dense_plan(torch_view(cupy, plan), dense.shape, tile, transient=True), plan
     buffer = torch.empty(_plan_bytes(q, n_k, attn_mask), dtype=torch.uint8, device=q.device)
-    with cupy.cuda.Device(q.device.index), cupy.cuda.ExternalStream(torch.cuda.current_stream(q.device).cuda_stream):
-        # built on torch's stream, behind the work that made the mask; torch owns the memory
-        plan = cuda_plans.dense_plan(torch_view(cupy, dense), tile, buffer=torch_view(cupy, buffer), transient=True)
+    # built on torch's stream, behind the work that made the mask, in memory torch owns
+    plan = cuda_plans.dense_plan(torch_view(cupy, dense), tile, buffer=torch_view(cupy, buffer),
+                                 stream=torch.cuda.current_stream(q.device).cuda_stream, transient=True)
     return plan, buffer
 
 

@@ -4,6 +4,8 @@
   FlexAttention and SDPA on one GPU;
 - :mod:`.decode` (``--decode``): tree verification and single-token decode, KV-read bandwidth;
 - :mod:`.host` (``--host``): the plan compiler alone, on the CPU;
+- :mod:`.sdpa` (``--sdpa``): ``maskattn.torch.scaled_dot_product_attention`` beside torch's SDPA with the same dense
+  mask, planned on the GPU in every call, and the plan alone;
 - :mod:`.overhead` (``--overhead``): host time of one call;
 - :mod:`.workloads`: the seeded workload masks (shared with the demo and the asv suite).
 """
@@ -17,7 +19,7 @@ from . import workloads
 
 
 def main(args) -> int:
-    from . import attention, decode, host, overhead
+    from . import attention, decode, host, overhead, sdpa
 
     out_dir = pathlib.Path(args.out) if args.out else None
     if out_dir is not None:
@@ -25,14 +27,11 @@ def main(args) -> int:
     if args.overhead:
         overhead.run(args)
         return 0
-    if args.decode:
-        rows = decode.run(args)
-        print()
-        print(decode.markdown(rows))
-        if out_dir is not None:
-            (out_dir / "decode.json").write_text(json.dumps(rows, indent=1))
-            (out_dir / "decode.md").write_text(decode.markdown(rows) + "\n")
-        return 0
+    for mode, module in (("decode", decode), ("sdpa", sdpa)):
+        if getattr(args, mode):
+            rows = module.run(args)
+            _report(rows, module.markdown(rows), mode, out_dir)
+            return 0
     if args.host:
         rows = host.run(args)
         if out_dir is not None:
@@ -41,13 +40,19 @@ def main(args) -> int:
     rows = attention.run(args)
     if args.plans_only:
         return 0
-    print()
-    print(attention.markdown(rows, args.backward))
+    _report(rows, attention.markdown(rows, args.backward), "bench", out_dir)
     if out_dir is not None:
-        (out_dir / "bench.json").write_text(json.dumps(rows, indent=1))
-        (out_dir / "bench.md").write_text(attention.markdown(rows, args.backward) + "\n")
         attention.picture(rows, out_dir / "bench.png", args)
     return 0
+
+
+def _report(rows, table: str, name: str, out_dir):
+    """The table printed last; rows and table written to ``out_dir`` (name.json, name.md) when given."""
+    print()
+    print(table)
+    if out_dir is not None:
+        (out_dir / f"{name}.json").write_text(json.dumps(rows, indent=1))
+        (out_dir / f"{name}.md").write_text(table + "\n")
 
 
 def add_arguments(p):
@@ -60,6 +65,9 @@ def add_arguments(p):
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--backward", action="store_true", help="also time forward+backward")
     p.add_argument("--host", action="store_true", help="time only the plan compiler, on the CPU")
+    p.add_argument("--sdpa", action="store_true",
+                   help="GPU: maskattn.torch.scaled_dot_product_attention against SDPA with the same dense mask, "
+                        "planned in every call (--backward: also the host plan's forward+backward)")
     p.add_argument("--decode", action="store_true",
                    help="inference shapes: MEDUSA tree verification and single-token decode (GPU)")
     p.add_argument("--prefix", type=int, nargs="+", default=[1024, 4096, 16384], help="--decode: tree prefixes")

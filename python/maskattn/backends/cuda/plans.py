@@ -223,8 +223,8 @@ def _dense_launch(*geometry) -> _DenseLaunch:
     return _DenseLaunch(*geometry)
 
 
-def dense_plan(mask, tile, *, buffer=None, transient: bool = False) -> BlockMask:
-    """The plan of a CuPy bool mask (B, H, n_q, n_k) for ``tile``, built on the mask's GPU on the current stream.
+def dense_plan(mask, tile, *, buffer=None, stream: int | None = None, transient: bool = False) -> BlockMask:
+    """The plan of a CuPy bool mask (B, H, n_q, n_k) for ``tile``, built on the mask's GPU.
 
     Parameters
     ----------
@@ -235,6 +235,9 @@ def dense_plan(mask, tile, *, buffer=None, transient: bool = False) -> BlockMask
     buffer : cupy.ndarray of uint8, optional
         The memory to build the plan in (``dense_layout(B * H, n_q, n_k, tile)[1]`` bytes, 16-byte aligned, on the
         mask's device: e.g. a view of a torch tensor, so that torch owns it); allocated when None.
+    stream : int, optional
+        The CUDA stream to build on (a ``cudaStream_t`` value, e.g. torch's current stream's); default CuPy's current
+        stream.
     transient : bool
         The plan serves one call (see :class:`BlockMask`).
 
@@ -256,7 +259,7 @@ def dense_plan(mask, tile, *, buffer=None, transient: bool = False) -> BlockMask
         if buffer is None:
             buffer = cupy.empty(launch.nbytes, np.uint8)
         _check_buffer(buffer, launch.nbytes, device_id)
-        launch(cupy.cuda.get_current_stream().ptr, mask.data.ptr, buffer.data.ptr)
+        launch(cupy.cuda.get_current_stream().ptr if stream is None else stream, mask.data.ptr, buffer.data.ptr)
     return wrap_dense_plan(buffer, mask.shape, tile, transient=transient)
 
 
