@@ -55,7 +55,8 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
   const int g = static_cast<int>(tile / (static_cast<long long>(n_nblocks) * n_mblocks));
   const int rows = min(tile_m, n_q - m * tile_m), cols = min(tile_n, n_k - n * tile_n);
   const unsigned char* base = mask + (g / mask_heads) * stride_b + (g % mask_heads) * stride_h +
-                              static_cast<long long>(m) * tile_m * stride_r + static_cast<long long>(n) * tile_n * stride_c;
+                              static_cast<long long>(m) * tile_m * stride_r +
+                              static_cast<long long>(n) * tile_n * stride_c;
   // chunk c holds columns [16 (c % per_row), + 16) of tile row c / per_row: bits [16 c, 16 c + 16) of the stream,
   // the low or high half of word c / 2
   const int per_row = tile_n / 16, chunks = tile_m * per_row;

@@ -45,7 +45,7 @@ def check_device_plan(mask, tile):
     return plan
 
 
-@pytest.mark.parametrize("tile", [(128, 128), (64, 64), (48, 80)], ids=str)
+@pytest.mark.parametrize("tile", [(128, 128), (48, 80)], ids=str)
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_family(family, tile, rng):
     spec = FAMILIES[family](rng)
@@ -55,7 +55,7 @@ def test_every_family(family, tile, rng):
     check_device_plan(cupy.asarray(dense), tile)
 
 
-@pytest.mark.parametrize("tile", [(128, 128), (128, 64), (16, 16), (256, 32)], ids=str)
+@pytest.mark.parametrize("tile", [(128, 128), (16, 16), (256, 32)], ids=str)
 @pytest.mark.parametrize("shape, density", [
     ((1, 1, 1000, 1537), 0.3), ((2, 3, 333, 257), 0.05), ((1, 1, 517, 517), 0.97), ((1, 2, 64, 64), 0.0),
     ((1, 1, 300, 200), 1.0), ((2, 1, 4096, 1024), 0.001), ((1, 4, 129, 4000), 0.5),

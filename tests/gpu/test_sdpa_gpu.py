@@ -2,6 +2,8 @@
 on the GPU inside the op on every call): forward and gradients on random masks with fully masked rows, broadcasts,
 GQA, is_causal; a mask changed in place; a side stream; torch.compile(fullgraph=True) with inductor."""
 
+import zlib
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="needs torch")
@@ -56,11 +58,13 @@ def check(q, k, v, dtype, **kwargs):
     assert torch.all(q.grad[~seen] == 0)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("D", [64, 128])
-@pytest.mark.parametrize("case", ["L,S", "B,1,L,S", "B,H,L,S", "B,1,1,S", "gqa", "causal"])
+CASES = ["L,S", "B,1,L,S", "B,H,L,S", "B,1,1,S", "gqa", "causal"]
+
+
+@pytest.mark.parametrize("case, D, dtype", [(case, 128, torch.bfloat16) for case in CASES] +
+                         [(case, 64, torch.float16) for case in ("gqa", "B,1,1,S")])
 def test_matches_sdpa(case, D, dtype):
-    g = torch.Generator(device="cuda").manual_seed(hash((case, D)) % 2**31)
+    g = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"{case} {D}".encode()))
     B, H, L, S = 2, 4, 777, 1000
     Hk = 2 if case == "gqa" else H
     q = torch.randn(B, H, L, D, device="cuda", generator=g)
@@ -98,7 +102,7 @@ def test_mask_changed_in_place_and_side_stream():
 
 def test_compile_fullgraph_inductor_new_masks_no_recompile():
     g = torch.Generator(device="cuda").manual_seed(1)
-    q, k, v = (torch.randn(1, 4, 512, 64, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+    q, k, v = (torch.randn(1, 4, 512, 128, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
                for _ in range(3))
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()

@@ -265,8 +265,9 @@ def dense_plan(mask, tile, *, buffer=None, stream: int | None = None, transient:
 
 def _check_buffer(buffer, nbytes, device_id):
     if buffer.dtype != np.uint8 or buffer.nbytes != nbytes or buffer.data.ptr % 16 or buffer.device.id != device_id:
-        raise ValueError(f"the plan's buffer must be {nbytes} uint8 bytes, 16-byte aligned, on device {device_id}; got "
-                         f"{buffer.dtype} of {buffer.nbytes} bytes at {buffer.data.ptr:#x} on device {buffer.device.id}")
+        raise ValueError(f"the plan's buffer must be {nbytes} uint8 bytes, 16-byte aligned, on device {device_id}; "
+                         f"got {buffer.dtype} of {buffer.nbytes} bytes at {buffer.data.ptr:#x} on device "
+                         f"{buffer.device.id}")
 
 
 def wrap_dense_plan(buffer, shape, tile, *, transient: bool = False) -> BlockMask:
