@@ -104,3 +104,17 @@ def test_twin_rejects_what_the_kernels_do_not_take():
         plans.plan_reference(np.ones((3, 4), bool), (16, 16))
     with pytest.raises(ValueError, match="multiples of 16"):
         plans.plan_reference(np.ones((1, 1, 3, 4), bool), (8, 16))
+
+
+def test_launch_pointers_move_to_a_plan_laid_out_alike():
+    """A prepared launch runs the next transient plan of its geometry by moving the pointer arguments that lie in the
+    old plan's buffer by the distance to the new one; other pointers and integer arguments stay."""
+    import ctypes
+
+    from maskattn.backends.cuda.launch import Launcher
+
+    launcher = Launcher.__new__(Launcher)  # the arguments alone: no kernel, no CuPy
+    launcher.fixed = [ctypes.c_int64(1500), ctypes.c_uint64(1000), ctypes.c_uint64(1999), ctypes.c_uint64(0),
+                      ctypes.c_int32(1200), ctypes.c_uint64(2000), ctypes.c_uint64(999)]
+    launcher.move_pointers(1000, 2000, 7000)
+    assert [x.value for x in launcher.fixed] == [1500, 7000, 7999, 0, 1200, 2000, 999]

@@ -271,6 +271,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     key = None if check_finite else _call_key(given, mask, "forward", scale, layout, num_splits)
     call = _CALLS.get(key) if key is not None else None
     if call is not None:
+        call.rebind(mask)
         result = call(*given)
         if result is not None:  # None: a pointer off 16 bytes, which the checks below name
             return result if return_lse else result[0]
@@ -314,12 +315,14 @@ def _call_key(arrays, mask, *options):
     io = io_for(arrays[0])
     if io is None or any(type(x) is not type(arrays[0]) for x in arrays):
         return None
-    if isinstance(mask, BlockMask) and mask.transient:  # no later call names it: keeping the call would keep it
-        return None
     if not all(o is None or type(o) in (str, int, float, bool) for o in options):
         return None
+    # a transient plan serves one call: it is named by its geometry, and the prepared call of that geometry runs it
+    # after moving its launches' plan pointers (such plans are laid out alike: _PreparedCall.rebind)
+    transient = isinstance(mask, BlockMask) and mask.transient
+    name = ("transient", mask.shape, mask.tile, mask.payload) if transient else id(mask)
     # MASKATTN_SM90 picks the kernels on Hopper (maskattn._cuda): a prepared launch holds them
-    return (*(io.signature(x) for x in arrays), id(mask), *options, os.environ.get("MASKATTN_SM90"))
+    return (*(io.signature(x) for x in arrays), name, *options, os.environ.get("MASKATTN_SM90"))
 
 
 def _run_prepared(call, key, io, export, given, views):
@@ -345,7 +348,7 @@ class _PreparedCall:
     def __init__(self, make_launch, io, mask, plan, layout, scale, **options):
         self.make_launch, self.io, self.plan, self.layout, self.scale = make_launch, io, plan, layout, scale
         self.options = options
-        self.mask = mask  # alive while cached: the key names it by id
+        self.mask = mask  # alive while cached: the key names it by id (a transient plan by its geometry)
         self.launch = None
 
     def prepare(self, inputs, outputs):
@@ -357,6 +360,13 @@ class _PreparedCall:
 
     def aligned(self, arrays) -> bool:
         return self.launch is None or not any(self.io.address(x) & 15 for x in arrays)
+
+    def rebind(self, mask):
+        """Run ``mask`` from now on: this call's own mask, or another transient plan of its geometry, which its key
+        names (plans built on the device for one call: the launch's plan pointers move to the new plan's buffer)."""
+        if mask is not self.mask:
+            self.launch.rebind(mask)
+            self.mask = self.plan = mask
 
 
 class _ForwardCall(_PreparedCall):
@@ -418,6 +428,7 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
                                               bool(deterministic))
     call = _CALLS.get(key) if key is not None else None
     if call is not None:
+        call.rebind(mask)
         result = call(do, q, k, v, out, lse)
         if result is not None:  # None: a pointer off 16 bytes, which the checks below name
             return result

@@ -120,3 +120,18 @@ def test_compile_fullgraph_inductor_new_masks_no_recompile():
         (grad,) = torch.autograd.grad(eager, q)
         assert torch.allclose(loss, eager, rtol=2e-2) and rel(q.grad, grad) < 2e-2
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+def test_one_prepared_call_per_geometry():
+    """Masks of one geometry share a prepared call (its launches' plan pointers move to each call's plan): every result
+    follows its own mask, and the cache of prepared calls does not grow."""
+    from maskattn import api
+
+    g = torch.Generator(device="cuda").manual_seed(2)
+    q = torch.randn(2, 4, 700, 128, device="cuda", generator=g)
+    k, v = (torch.randn(2, 4, 900, 128, device="cuda", generator=g) for _ in range(2))
+    for i, density in enumerate((0.05, 0.5, 0.9, 0.2)):
+        check(q, k, v, torch.bfloat16, attn_mask=random_mask(g, (2, 1, 700, 900), density))
+        if i == 0:
+            kept = len(api._CALLS)
+    assert len(api._CALLS) == kept

@@ -28,7 +28,7 @@ from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, nvrtc_options, s
                       source_dir)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
-from .plans import device_plan
+from .plans import device_plan, rebind
 
 __all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
            "backward"]
@@ -276,6 +276,11 @@ class _BackwardLaunch:
                     kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 2,
                     (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale), dp["perm"]))
         self.plan = plan  # its device arrays must outlive the launchers
+
+    def rebind(self, plan):
+        """Run ``plan``, laid out as this launch's plan (``plans.rebind``), from now on."""
+        rebind([self.pre, self.dkdv, self.dq if self.deterministic else self.convert], self.plan, plan)
+        self.plan = plan
 
     def __call__(self, stream: int, do: int, q: int, k: int, v: int, out: int, lse: int, dq: int, dk: int, dv: int,
                  lse_log2: int, delta: int, dq_accum: int = 0):

@@ -14,7 +14,7 @@ from ...plan import BlockMask
 from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, SM90_THREADS, combine_kernel, fwd_configs, fwd_kernel,
                       import_cupy, multiprocessors, sm90_enabled, sm90_kernel, uses_sm90)
 from .launch import Launcher, check_launch, element_strides
-from .plans import device_plan
+from .plans import device_plan, rebind
 
 
 def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int) -> int:
@@ -191,6 +191,11 @@ class _ForwardLaunch:
                     combine_kernel(ctype, head_dim, self.device_id), ((rows + warps - 1) // warps, B * H // pack, 1),
                     (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
                                                i32(n_q), dp["perm"]))
+
+    def rebind(self, plan):
+        """Run ``plan``, laid out as this launch's plan (``plans.rebind``), from now on."""
+        rebind([self.fwd] + ([self.combine] if self.num_splits > 1 else []), self.plan, plan)
+        self.plan = plan
 
     def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0,
                  key_lens: int = 0):

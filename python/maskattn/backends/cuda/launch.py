@@ -109,6 +109,13 @@ class Launcher:
             return self._CTYPES[x.dtype](x.item())
         return ctypes.c_uint64(x.data.ptr)
 
+    def move_pointers(self, lo: int, hi: int, to: int):
+        """Fixed pointer arguments into device memory [lo, hi) point as far into the memory at ``to`` instead: a launch
+        prepared over one plan's buffer runs over another buffer laid out alike."""
+        for slot in self.fixed:
+            if isinstance(slot, ctypes.c_uint64) and lo <= slot.value < hi:
+                slot.value += to - lo
+
     def __call__(self, stream: int, *addresses: int):
         pointers = self.pointers(*addresses)
         base = ctypes.addressof(pointers)

@@ -65,6 +65,20 @@ class DevicePlan:
         return view
 
 
+def rebind(launchers, old: BlockMask, new: BlockMask):
+    """Moves the plan pointers of ``launchers`` (a launch prepared over plan ``old``) to plan ``new``, which must be
+    laid out alike: two plans built on the device for the same geometry (``transient`` ones, which a prepared call
+    runs one after another)."""
+    was, now = device_plan(old), device_plan(new)
+    same = (old.shape, old.tile, old.payload, old.perm) == (new.shape, new.tile, new.payload, new.perm)
+    if not same or was.layout != now.layout or was.buffer.device.id != now.buffer.device.id:
+        raise ValueError(f"a launch prepared over the plan of shape {old.shape}, tile {old.tile} cannot run one of "
+                         f"shape {new.shape}, tile {new.tile} laid out otherwise")
+    start = was.buffer.data.ptr
+    for launcher in launchers:
+        launcher.move_pointers(start, start + was.buffer.nbytes, now.buffer.data.ptr)
+
+
 @functools.lru_cache(maxsize=None)
 def _upload_stream(device_id: int):
     return import_cupy().cuda.Stream(non_blocking=True)
