@@ -3,9 +3,11 @@
 // Same parameters (but fwd_kernel's key_lens), grid and outputs as fwd_kernel (fwd.cu) with TILE_M = TILE_N = 128,
 // split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
 // blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. Three warpgroups (384 threads):
-// - warpgroup 0 produces: cp.async copies of Q (once) and of each listed key block's K and V tiles (two stages
-//   each) into 128-byte-swizzled shared memory, announced on mbarriers (wgmma.cuh's produce_kv_stages). A stage
-//   is refilled after its "empty" mbarrier says both consumers are done with it.
+// - warpgroup 0 produces: cp.async copies of Q (once), then each listed key block's K and V tiles (two stages
+//   each) into 128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through
+//   the tensor maps k_map and v_map (tma.cuh), or, for plans with a node order, by cp.async gathers of the
+//   warpgroup (wgmma.cuh's produce_kv_stages). A stage is refilled after its "empty" mbarrier says both consumers
+//   are done with it.
 // - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64n128k16, both operands in shared
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
@@ -20,7 +22,7 @@
 #include "common.cuh"
 #include "mask.cuh"
 #include "softmax.cuh"
-#include "wgmma.cuh"
+#include "tma.cuh"
 
 #ifndef MASKATTN_DTYPE
 #define MASKATTN_DTYPE bf16_t
@@ -59,7 +61,8 @@ constexpr int SM90_SMEM_BYTES = sm90::ALIGN + 5 * sm90::TILE_BYTES<D> + 128;
 
 template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1)
-    fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN) {
+    fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN, const __grid_constant__ TensorMap k_map,
+                    const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
@@ -90,7 +93,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
   const int n_entries = (int)(row_begin + row_len * (blockIdx.z + 1) / num_splits - e_begin);
 
-  if (tid == 0) kv_stages_init(bars);
+  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1);
   __syncthreads();
 
   if (warpgroup == 0) {
@@ -100,9 +103,18 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
                                           rows - row0, tid);
     cp_async_commit();
-    produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
-                                 k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
-                                 col_idx + e_begin, n_entries, n_k, tid);
+    if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
+      produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
+                                   k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
+                                   col_idx + e_begin, n_entries, n_k, tid);
+    } else {  // tiles of consecutive rows: the copy engine, one thread
+      cp_async_wait<0>();
+      fence_proxy_async();
+      mbarrier_arrive(barrier(Q_FULL));
+      if (tid == 0) {
+        produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries);
+      }
+    }
     return;
   }
 

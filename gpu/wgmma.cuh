@@ -175,12 +175,13 @@ enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BAR
 }  // namespace kv_stages
 
 // One thread, before the __syncthreads that publishes the barriers at shared address bars (8 bytes each).
-__device__ __forceinline__ void kv_stages_init(unsigned bars) {
+// full_arrivals: arrivals that fill a K or V stage, 128 producer threads (cp.async) or 1 (tma.cuh's copies).
+__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128) {
   using namespace kv_stages;
   mbarrier_init(bars + 8 * Q_FULL, 128);
   for (int s = 0; s < 2; ++s) {
-    mbarrier_init(bars + 8 * (K_FULL + s), 128);
-    mbarrier_init(bars + 8 * (V_FULL + s), 128);
+    mbarrier_init(bars + 8 * (K_FULL + s), full_arrivals);
+    mbarrier_init(bars + 8 * (V_FULL + s), full_arrivals);
     mbarrier_init(bars + 8 * (K_EMPTY + s), 8);  // lane 0 of each consumer warp
     mbarrier_init(bars + 8 * (V_EMPTY + s), 8);
   }

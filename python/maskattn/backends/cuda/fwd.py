@@ -6,6 +6,7 @@ combine kernel (:func:`num_splits_for`), GQA packing and run-time key counts (``
 from __future__ import annotations
 
 import collections
+import ctypes
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, SM90_THREADS, com
                       import_cupy, multiprocessors, sm90_enabled, sm90_kernel, uses_sm90)
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
+from .tma import MAP_BYTES, TensorMap
 
 
 def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int) -> int:
@@ -182,6 +184,12 @@ class _ForwardLaunch:
             dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
             np.float32(scale * math.log2(math.e)),
         )
+        # fwd_sm90_kernel's tensor maps of K and V (tma.cuh); plans with a node order gather rows and take none
+        self.maps = ()
+        if self.sm90:
+            if plan.perm is None:
+                self.maps = (TensorMap(k.shape, strides[1], tile[1]), TensorMap(v.shape, strides[2], tile[1]))
+            self.args += tuple(m.slot for m in self.maps) or ((ctypes.c_uint8 * MAP_BYTES)(),) * 2
         with q.device:
             # fwd_kernel's leading arrays end with key_lens, which fwd_sm90_kernel does not take
             self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 7 if self.sm90 else 8, self.args)
@@ -202,6 +210,8 @@ class _ForwardLaunch:
         """Launch on ``stream`` over the arrays at these device addresses (the split partials only when
         ``num_splits > 1``; key_lens, 0 for none, only on a ``bounded`` launch)."""
         with self.device:
+            for tensor_map, address in zip(self.maps, (k, v)):
+                tensor_map.point_at(address)
             self.fwd(stream, q, k, v, out, lse, o_part, lse_part, *(() if self.sm90 else (key_lens,)))
             if self.num_splits > 1:
                 self.combine(stream, o_part, lse_part, out, lse)

@@ -107,6 +107,8 @@ class Launcher:
             return ctypes.c_uint64(0)
         if isinstance(x, np.generic):
             return self._CTYPES[x.dtype](x.item())
+        if isinstance(x, ctypes.Array):  # passed by value from this storage, which its owner may rewrite between calls
+            return x
         return ctypes.c_uint64(x.data.ptr)
 
     def move_pointers(self, lo: int, hi: int, to: int):
