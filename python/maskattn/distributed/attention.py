@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from .. import api
-from .exchange import all_to_all, kv_views, ring_shift, send_index, token_major, wait
+from .exchange import all_to_all, kv_views, plan_index, ring_shift, token_major, wait
 
 
 def _lse_dtype(q: torch.Tensor) -> torch.dtype:
@@ -67,59 +67,65 @@ def _add_returned(dk, dv, returned, index):
     return dk, dv
 
 
+def _unpermute(rows, index):
+    """The rows ``x`` with ``x[index] == rows``: undoes ``x.index_select(0, index)``."""
+    return torch.empty_like(rows).index_copy_(0, index, rows)
+
+
 class AllToAllAttention(torch.autograd.Function):
-    """q (B, H, n_r, D), k and v (B, Hk, n_r, D): this rank's tokens; see the module docstring."""
+    """q (B, H, n_r, D), k and v (B, Hk, n_r, D): this rank's tokens; see the module docstring.
+
+    Fetched blocks arrive token-major by owner rank (``recv``); the plans index them in ascending block order, which
+    is the arrival order for contiguous splits (else one gather, ``remote`` / ``packed`` indices of the plan).
+    """
 
     @staticmethod
     def forward(ctx, q, k, v, sharded, scale, overlap):
         r = sharded.rank
-        send_counts, recv_counts = sharded.send_tokens[r], sharded.send_tokens[:, r]
-        index = send_index(sharded, k.device)
+        send_index = plan_index(sharded, "send", k.device)
+        send = token_major(k, v, send_index)
         moves = bool(sharded.send_tokens.any())  # the same on every rank: all call the collective, or none
-        recv, work = (all_to_all(token_major(k, v, index), send_counts, recv_counts, sharded.group, "kv") if moves
-                      else (token_major(k, v, index[:0]), None))
+        recv, work = (all_to_all(send, sharded.send_tokens[r], sharded.send_tokens[:, r], sharded.group, "kv")
+                      if moves else (send[:0], None))
         if overlap:
             out, lse = partial_attention(q, k, v, sharded.local_plan(), scale)
             wait(work)
-            remote = sharded.remote_plan()
-            if remote.nnz:
-                out, lse = merge(out, lse, *partial_attention(q, *kv_views(recv), remote, scale))
+            remote_plan, order = sharded.remote_plan(), plan_index(sharded, "remote", k.device)
+            fetched = recv if order is None else recv.index_select(0, order)
+            if remote_plan.nnz:
+                out, lse = merge(out, lse, *partial_attention(q, *kv_views(fetched), remote_plan, scale))
                 out = out.to(q.dtype)
         else:
             wait(work)
-            out, lse = partial_attention(q, *kv_views(_packed(k, v, recv, sharded)), sharded.packed_plan(), scale)
-        ctx.save_for_backward(q, k, v, recv, out, lse)
+            fetched = torch.cat((recv, token_major(k, v))).index_select(0, plan_index(sharded, "packed", k.device))
+            out, lse = partial_attention(q, *kv_views(fetched), sharded.packed_plan(), scale)
+        ctx.save_for_backward(q, k, v, fetched, out, lse)
         ctx.sharded, ctx.scale, ctx.overlap, ctx.moves = sharded, scale, overlap, moves
         return out
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, recv, out, lse = ctx.saved_tensors
+        q, k, v, fetched, out, lse = ctx.saved_tensors
         sharded, scale = ctx.sharded, ctx.scale
         do = do.contiguous()
         if ctx.overlap:
-            dq, dk_remote, dv_remote = partial_grads(do, q, *kv_views(recv), out, lse, sharded.remote_plan(), scale)
-            back, work = _return(token_major(dk_remote, dv_remote), sharded, ctx.moves)
+            dq, dk_remote, dv_remote = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.remote_plan(),
+                                                     scale)
+            grads = token_major(dk_remote, dv_remote)
+            order = plan_index(sharded, "remote", k.device)
+            back, work = _return(grads if order is None else _unpermute(grads, order), sharded, ctx.moves)
             dq_local, dk, dv = partial_grads(do, q, k, v, out, lse, sharded.local_plan(), scale)
             dq = dq + dq_local
         else:
-            packed = _packed(k, v, recv, sharded)
-            dq, dk_packed, dv_packed = partial_grads(do, q, *kv_views(packed), out, lse, sharded.packed_plan(),
+            dq, dk_packed, dv_packed = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.packed_plan(),
                                                      scale)
-            lo = sharded.remote_before()
-            hi = lo + k.shape[2]
-            dk, dv = dk_packed[:, :, lo:hi], dv_packed[:, :, lo:hi]
-            grads = token_major(dk_packed, dv_packed)
-            back, work = _return(torch.cat((grads[:lo], grads[hi:])), sharded, ctx.moves)
+            held = _unpermute(token_major(dk_packed, dv_packed), plan_index(sharded, "packed", k.device))
+            fetched_count = held.shape[0] - k.shape[2]
+            back, work = _return(held[:fetched_count], sharded, ctx.moves)
+            dk, dv = (x.contiguous() for x in kv_views(held[fetched_count:]))
         wait(work)
-        dk, dv = _add_returned(dk, dv, back, send_index(sharded, k.device))
+        dk, dv = _add_returned(dk, dv, back, plan_index(sharded, "send", k.device))
         return dq, dk, dv, None, None, None
-
-
-def _packed(k, v, recv, sharded):
-    """The token-major buffer the packed plan indexes: blocks fetched from lower ranks, this rank's, the rest."""
-    before = sharded.remote_before()
-    return torch.cat((recv[:before], token_major(k, v), recv[before:]))
 
 
 def _return(remote_grads, sharded, moves):
@@ -169,7 +175,7 @@ class RingAttention(torch.autograd.Function):
         for step in range(P):
             source = (r - step) % P
             if step + 1 < P:
-                nxt, works = ring_shift(kv, _shape(kv, counts[(source - 1) % P]), sharded, "ring_kv", tag=1)
+                nxt, works = ring_shift(kv, _shape(kv, counts[(source - 1) % P]), sharded, "ring_kv_bwd", tag=1)
             plan = sharded.source_plan(source)
             if plan.nnz:
                 g = partial_grads(do, q, kv[0], kv[1], out, lse, plan, scale)

@@ -17,30 +17,26 @@ import torch.distributed as dist
 from .plan import ShardedPlan
 
 traffic: "collections.Counter[str]" = collections.Counter()
-"""Bytes this process sent to other ranks, by purpose: "kv" and "dkv" (the all-to-all of remote K/V blocks and of
-their gradients), "ring_kv" and "ring_dkv" (the ring baseline), "gather" (undispatch)."""
+"""Bytes this process sent to other ranks, by purpose: "kv" (forward) and "dkv" (backward): the all-to-all of remote
+K/V blocks and of their gradients; "ring_kv" (forward), "ring_kv_bwd" and "ring_dkv" (backward): the ring baseline's
+passes of K/V and of the dK/dV accumulators; "gather": undispatch."""
 
 
 def reset_traffic():
     traffic.clear()
 
 
-def _cached(sharded: ShardedPlan, name: str, device, values) -> torch.Tensor:
+def plan_index(sharded: ShardedPlan, name: str, device) -> torch.Tensor | None:
+    """One of the plan's index arrays for this rank as a tensor on ``device``, made once per device: "tokens"
+    (:meth:`ShardedPlan.local_tokens`), "send" (:meth:`~ShardedPlan.send_index`), "remote"
+    (:meth:`~ShardedPlan.remote_index`, may be None) or "packed" (:meth:`~ShardedPlan.packed_index`)."""
     cache = sharded.__dict__.setdefault("_tensors", {})
     key = (name, str(device))
     if key not in cache:
-        cache[key] = torch.as_tensor(values(), dtype=torch.int64, device=device)
+        values = {"tokens": sharded.local_tokens, "send": sharded.send_index, "remote": sharded.remote_index,
+                  "packed": sharded.packed_index}[name]()
+        cache[key] = None if values is None else torch.as_tensor(values, dtype=torch.int64, device=device)
     return cache[key]
-
-
-def token_index(sharded: ShardedPlan, device) -> torch.Tensor:
-    """This rank's caller tokens (:meth:`ShardedPlan.local_tokens`) on ``device``, made once per device."""
-    return _cached(sharded, "tokens", device, sharded.local_tokens)
-
-
-def send_index(sharded: ShardedPlan, device) -> torch.Tensor:
-    """This rank's local key positions to send (:meth:`ShardedPlan.send_index`) on ``device``, made once."""
-    return _cached(sharded, "send", device, sharded.send_index)
 
 
 def dispatch(x: torch.Tensor, sharded: ShardedPlan, dim: int = 2) -> torch.Tensor:
@@ -48,7 +44,7 @@ def dispatch(x: torch.Tensor, sharded: ShardedPlan, dim: int = 2) -> torch.Tenso
     (B, n, hidden) or token ids (B, n)), in the order the rank holds them. Differentiable (an index)."""
     if x.shape[dim] != sharded.n:
         raise ValueError(f"x has {x.shape[dim]} tokens along dim {dim}; the sharded plan splits {sharded.n}")
-    return x.index_select(dim, token_index(sharded, x.device))
+    return x.index_select(dim, plan_index(sharded, "tokens", x.device))
 
 
 def undispatch(x: torch.Tensor, sharded: ShardedPlan, dim: int = 2) -> torch.Tensor:
@@ -101,8 +97,10 @@ def all_to_all(send: torch.Tensor, send_counts, recv_counts, group, purpose: str
 
 def ring_shift(x: torch.Tensor, recv_shape, sharded: ShardedPlan, purpose: str, tag: int):
     """Start sending ``x`` to the next rank of the ring and receiving a tensor of ``recv_shape`` from the previous
-    one. Returns (receive buffer, works to wait on)."""
+    one. Returns (receive buffer, works to wait on); on a ring of one rank, x itself."""
     r, P = sharded.rank, sharded.world_size
+    if P == 1:
+        return x, []
     group = sharded.group
     peer = (lambda i: i) if group is None else (lambda i: dist.get_global_rank(group, i))
     recv = x.new_empty(recv_shape)
@@ -124,4 +122,3 @@ def group_geometry(group) -> tuple[int, int]:
         raise RuntimeError("torch.distributed is not initialised: call torch.distributed.init_process_group first "
                            "(torchrun sets the environment), or pass world_size and rank")
     return dist.get_world_size(group), dist.get_rank(group)
-

@@ -317,15 +317,27 @@ class ShardedPlan:
         return np.flatnonzero(self.key_owner == (self.rank if r is None else r))
 
     def remote_blocks(self, r: int | None = None) -> np.ndarray:
-        """The key blocks rank r fetches, in the order they arrive: by owner rank, ascending within each."""
+        """The key blocks rank r fetches: those its rows reference that other ranks own, ascending."""
         r = self.rank if r is None else r
-        blocks = np.flatnonzero(self.needs[r] & (self.key_owner != r))
+        return np.flatnonzero(self.needs[r] & (self.key_owner != r))
+
+    def arrival_blocks(self, r: int | None = None) -> np.ndarray:
+        """:meth:`remote_blocks` in the order the all-to-all delivers them: by owner rank, ascending within each."""
+        blocks = self.remote_blocks(r)
         return blocks[np.argsort(self.key_owner[blocks], kind="stable")]
 
-    def remote_before(self, r: int | None = None) -> int:
-        """How many fetched positions of rank r come from lower ranks (they precede its own in the packed order)."""
-        r = self.rank if r is None else r
-        return int(self.send_tokens[:r, r].sum())
+    def remote_index(self, r: int | None = None) -> np.ndarray | None:
+        """int64: the rows of the arrival buffer that give the fetched keys in ascending order (what
+        :meth:`remote_plan` indexes), or None where they arrive so (contiguous splits: owners in rank order)."""
+        arrived = _block_positions(self.arrival_blocks(r), self.plan.tile[1], self.n)
+        index = np.argsort(arrived, kind="stable")
+        return None if np.array_equal(index, np.arange(index.size)) else index
+
+    def packed_index(self, r: int | None = None) -> np.ndarray:
+        """int64: the rows of (arrival buffer, then the rank's own keys) that give the packed buffer, every key it
+        holds in ascending order (what :meth:`packed_plan` indexes)."""
+        held = np.concatenate([_block_positions(self.arrival_blocks(r), self.plan.tile[1], self.n), self.positions(r)])
+        return np.argsort(held, kind="stable")
 
     def send_index(self, r: int | None = None) -> np.ndarray:
         """int64: rank r's local key positions to send, destination by destination (ascending ranks), each
@@ -354,15 +366,13 @@ class ShardedPlan:
         return self._restricted("local", r, self.owned_blocks(r))
 
     def remote_plan(self, r: int | None = None) -> BlockMask:
-        """Rank r's rows against the key blocks it fetches, in arrival order (:meth:`remote_blocks`)."""
+        """Rank r's rows against the key blocks it fetches, ascending (:meth:`remote_blocks`)."""
         return self._restricted("remote", r, self.remote_blocks(r))
 
     def packed_plan(self, r: int | None = None) -> BlockMask:
-        """Rank r's rows against the packed buffer: blocks fetched from lower ranks, its own, those from higher ranks."""
+        """Rank r's rows against every key block it holds, its own and fetched ones, ascending."""
         r = self.rank if r is None else r
-        remote = self.remote_blocks(r)
-        lower = np.count_nonzero(self.key_owner[remote] < r)
-        return self._restricted("packed", r, np.concatenate([remote[:lower], self.owned_blocks(r), remote[lower:]]))
+        return self._restricted("packed", r, np.union1d(self.remote_blocks(r), self.owned_blocks(r)))
 
     def source_plan(self, source: int, r: int | None = None) -> BlockMask:
         """Rank r's rows against every key rank ``source`` owns, in its local order (a ring step)."""
