@@ -1,9 +1,13 @@
 """maskattn across GPUs: context parallelism over ``torch.distributed`` (NCCL on GPUs, gloo on CPUs), split by the
 plan's work, moving only the key blocks each rank's rows reference.
 
->>> sharded = maskattn.distributed.shard(spec)                 # the same on every rank, no communication
->>> q, k, v = (maskattn.distributed.dispatch(x, sharded) for x in (q, k, v))   # this rank's tokens
->>> out = maskattn.distributed.attention(q, k, v, sharded)      # autograd; out holds this rank's rows
+::
+
+    sharded = maskattn.distributed.shard(spec)                  # the same on every rank, no communication
+    q, k, v = (maskattn.distributed.dispatch(x, sharded) for x in (q, k, v))   # this rank's tokens
+    out = maskattn.distributed.attention(q, k, v, sharded)       # autograd; out holds this rank's rows
+
+The README has a whole training step under torchrun.
 
 :func:`shard` splits the sequence into contiguous token ranges, one per rank, at the granularity of the plan's tiles,
 balancing the tiles' forward and backward cost (FULL and PARTIAL weighted apart), and lists per rank the key blocks
