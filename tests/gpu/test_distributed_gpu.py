@@ -5,7 +5,6 @@ nothing to send does not hang the exchange (the whole run has a deadline)."""
 
 import json
 import os
-import time
 from datetime import timedelta
 
 import numpy as np
@@ -25,6 +24,7 @@ import torch.nn.functional as F  # noqa: E402
 import maskattn  # noqa: E402
 from maskattn import distributed as md  # noqa: E402
 from maskattn import masks  # noqa: E402
+from maskattn.testing import spawn_ranks  # noqa: E402
 
 N = 3001  # not a multiple of the tile
 B, H, HK, D = 1, 8, 2, 128
@@ -155,27 +155,10 @@ def _worker(rank, world, init_file, out_dir, device_type="cuda"):
     dist.destroy_process_group()
 
 
-def spawn(folder, device_type="cuda"):
-    """Run every case on WORLD ranks; returns each rank's results (a hung exchange fails at the deadline)."""
-    import torch.multiprocessing as mp
-
-    context = mp.start_processes(_worker, args=(WORLD, str(folder / "init"), str(folder), device_type),
-                                 nprocs=WORLD, join=False, start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    try:
-        while not context.join(timeout=max(1.0, deadline - time.monotonic())):
-            if time.monotonic() > deadline:
-                pytest.fail(f"{WORLD} ranks did not finish in {DEADLINE_SECONDS} s (a hung collective?)")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.terminate()
-    return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(WORLD)]
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    return spawn(tmp_path_factory.mktemp("nccl"))
+    """Every case on WORLD ranks (a hung exchange fails at the deadline)."""
+    return spawn_ranks(_worker, WORLD, tmp_path_factory.mktemp("nccl"), DEADLINE_SECONDS, "cuda")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -59,8 +59,9 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def _slowest_ms(step, device, reps=REPS, warmup=WARMUP) -> float:
-    """Median over repetitions of the slowest rank's time for ``step``, each repetition started by a barrier."""
+def _step_ms(step, device, together: bool, reps=REPS, warmup=WARMUP) -> float:
+    """Median milliseconds of ``step`` over repetitions; ``together``: every rank runs it, each repetition starts at a
+    barrier and counts the slowest rank's time."""
     import torch
     import torch.distributed as dist
 
@@ -69,26 +70,16 @@ def _slowest_ms(step, device, reps=REPS, warmup=WARMUP) -> float:
     times = []
     for _ in range(reps):
         _sync(device)
-        dist.barrier()
+        if together:
+            dist.barrier()
         start = time.perf_counter()
         step()
         _sync(device)
         times.append(time.perf_counter() - start)
-    slowest = torch.tensor(times, dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return statistics.median(slowest.tolist()) * 1e3
-
-
-def _alone_ms(step, device, reps=REPS, warmup=WARMUP) -> float:
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(reps):
-        _sync(device)
-        start = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - start)
+    if together:
+        slowest = torch.tensor(times, dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        times = slowest.tolist()
     return statistics.median(times) * 1e3
 
 
@@ -152,7 +143,7 @@ def _workload(name, n, args, device, dtype, tile) -> dict:
     single = None
     if rank == 0:  # the others wait: rank 0's device runs alone
         single = alone().float()
-        row["single_ms"] = _alone_ms(alone, device)
+        row["single_ms"] = _step_ms(alone, device, together=False)
     dist.barrier()
 
     row_bytes = 2 * B * Hk * D * q.element_size()  # K and V of one token
@@ -166,7 +157,7 @@ def _workload(name, n, args, device, dtype, tile) -> dict:
         md.reset_traffic()
         full = md.undispatch(step(), sharded)
         sent = dict(md.traffic)
-        row[f"{label}_ms"] = _slowest_ms(step, device)
+        row[f"{label}_ms"] = _step_ms(step, device, together=True)
         kinds = (("kv",), ("dkv",)) if label == "cp" else (("ring_kv",), ("ring_kv_bwd", "ring_dkv"))
         measured = _gather([sum(sent.get(kind, 0) for kind in purposes) for purposes in kinds], device)
         row[f"{label}_fwd_bytes"] = [int(m[0]) for m in measured]

@@ -136,26 +136,31 @@ def _return(remote_grads, sharded, moves):
     return all_to_all(remote_grads, sharded.send_tokens[:, r], sharded.send_tokens[r], sharded.group, "dkv")
 
 
+def _around_the_ring(kv, sharded, purpose):
+    """Yield (source rank, its stacked K/V) for each step of the ring, the next step's K/V already in flight."""
+    P, r = sharded.world_size, sharded.rank
+    counts = sharded.token_counts
+    for step in range(P):
+        source = (r - step) % P
+        if step + 1 < P:
+            nxt, works = ring_shift(kv, _shape(kv, counts[(source - 1) % P]), sharded, purpose, tag=1)
+        yield source, kv
+        if step + 1 < P:
+            wait(works)
+            kv = nxt
+
+
 class RingAttention(torch.autograd.Function):
     """The ring baseline over the same restricted plans: q (B, H, n_r, D), k and v (B, Hk, n_r, D)."""
 
     @staticmethod
     def forward(ctx, q, k, v, sharded, scale):
-        P, r = sharded.world_size, sharded.rank
-        counts = sharded.token_counts
-        kv = torch.stack((k, v))  # (2, B, Hk, n, D): the tensor that travels
         out = torch.zeros(q.shape, dtype=_acc_dtype(q), device=q.device)
         lse = q.new_full(q.shape[:3], float("-inf"), dtype=_lse_dtype(q))
-        for step in range(P):
-            source = (r - step) % P
-            if step + 1 < P:
-                nxt, works = ring_shift(kv, _shape(kv, counts[(source - 1) % P]), sharded, "ring_kv", tag=1)
+        for source, kv in _around_the_ring(torch.stack((k, v)), sharded, "ring_kv"):
             plan = sharded.source_plan(source)
             if plan.nnz:
                 out, lse = merge(out, lse, *partial_attention(q, kv[0], kv[1], plan, scale))
-            if step + 1 < P:
-                wait(works)
-                kv = nxt
         out = out.to(q.dtype)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.sharded, ctx.scale = sharded, scale
@@ -165,17 +170,12 @@ class RingAttention(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, out, lse = ctx.saved_tensors
         sharded, scale = ctx.sharded, ctx.scale
-        P, r = sharded.world_size, sharded.rank
         counts = sharded.token_counts
         do = do.contiguous()
         acc = _acc_dtype(q)
-        kv = torch.stack((k, v))
-        dkv = torch.zeros(kv.shape, dtype=acc, device=kv.device)  # the gradients of the keys kv holds
+        dkv = torch.zeros((2, *k.shape), dtype=acc, device=k.device)  # the gradients of the keys kv holds
         dq = torch.zeros(q.shape, dtype=acc, device=q.device)
-        for step in range(P):
-            source = (r - step) % P
-            if step + 1 < P:
-                nxt, works = ring_shift(kv, _shape(kv, counts[(source - 1) % P]), sharded, "ring_kv_bwd", tag=1)
+        for source, kv in _around_the_ring(torch.stack((k, v)), sharded, "ring_kv_bwd"):
             plan = sharded.source_plan(source)
             if plan.nnz:
                 g = partial_grads(do, q, kv[0], kv[1], out, lse, plan, scale)
@@ -183,11 +183,9 @@ class RingAttention(torch.autograd.Function):
                 dkv[0] += g[1]
                 dkv[1] += g[2]
             # the accumulator of source's keys moves on with them; after the last step it reaches its owner
-            dkv, dworks = ring_shift(dkv, _shape(dkv, counts[(source - 1) % P]), sharded, "ring_dkv", tag=2)
-            if step + 1 < P:
-                wait(works)
-                kv = nxt
-            wait(dworks)
+            dkv, works = ring_shift(dkv, _shape(dkv, counts[(source - 1) % sharded.world_size]), sharded,
+                                    "ring_dkv", tag=2)
+            wait(works)
         return dq.to(q.dtype), dkv[0].to(k.dtype), dkv[1].to(v.dtype), None, None
 
 

@@ -33,9 +33,9 @@ def block_work(plan: BlockMask) -> np.ndarray:
     cost = np.zeros(3)
     for kind in (FULL, PARTIAL):
         cost[kind] = FWD_COST[kind] + BWD_COST[kind]
-    tile_m, tile_n = plan.tile
-    area = plan._tile_areas(plan.entry_rows, plan.col_idx) / (tile_m * tile_n)
-    return np.bincount(plan.entry_rows, weights=area * cost[plan.kind], minlength=plan.n_mblocks)
+    (tile_m, tile_n), (n_q, n_k) = plan.tile, plan.shape[2:]
+    area = _block_sizes(plan.entry_rows, tile_m, n_q) * _block_sizes(plan.col_idx.astype(np.int64), tile_n, n_k)
+    return np.bincount(plan.entry_rows, weights=area / (tile_m * tile_n) * cost[plan.kind], minlength=plan.n_mblocks)
 
 
 def _feasible_cuts(prefix: np.ndarray, parts: int, bound: float) -> bool:
@@ -120,29 +120,38 @@ def _block_positions(blocks: np.ndarray, tile: int, n: int) -> np.ndarray:
     return starts + np.arange(int(sizes.sum()))
 
 
-def _check_blocks(name: str, blocks: np.ndarray, count: int, tile: int, n: int, ascending: bool):
-    if blocks.size and (blocks.min() < 0 or blocks.max() >= count):
-        raise ValueError(f"{name} must lie in [0, {count}); got [{blocks.min()}, {blocks.max()}]")
-    if ascending and np.any(np.diff(blocks) <= 0):
-        raise ValueError(f"{name} must be strictly ascending")
-    if np.unique(blocks).size != blocks.size:
-        raise ValueError(f"{name} holds a block twice")
-    # the kernels take a short block only at the end of the key (query) axis
-    short = count - 1 if n % tile else -1
-    if short in blocks[:-1]:
-        raise ValueError(f"{name}: block {short} is short ({n % tile} of {tile}) and must come last")
+def _select(ptr, idx, majors, minor_of, groups):
+    """The entries of a CSR direction (``ptr`` (G, blocks + 1) global offsets, ``idx`` the other axis's blocks) of
+    the blocks ``majors``, in that order, whose other block is kept (``minor_of`` >= 0): their global entry numbers,
+    their (group, major) segment and their renumbered minor blocks, segment by segment."""
+    count = majors.size
+    starts = ptr[:, majors].ravel()
+    lengths = (ptr[:, majors + 1] - ptr[:, majors]).ravel()
+    segment = np.repeat(np.arange(groups * count), lengths)
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    entry = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
+    minor = minor_of[idx[entry]]
+    kept = minor >= 0
+    return entry[kept], segment[kept], minor[kept]
+
+
+def _csr_ptr(segment, groups, count):
+    """(G, count + 1) global offsets and per-segment counts of entries listed segment by segment."""
+    counts = np.bincount(segment, minlength=groups * count)
+    ptr = np.concatenate([[0], np.cumsum(counts)])[np.arange(groups)[:, None] * count + np.arange(count + 1)]
+    return ptr, counts.reshape(groups, count)
 
 
 def restrict(plan: BlockMask, row_blocks, key_blocks) -> BlockMask:
-    """The plan of ``plan``'s query blocks ``row_blocks`` (ascending) against its key blocks ``key_blocks`` packed
-    side by side in the order given: row ``i`` of the result is row ``i`` of those query blocks laid end to end, key
-    block ``j`` is ``key_blocks[j]``. Tiles keep their kind and mask; tiles outside the key blocks are dropped.
+    """The plan of ``plan``'s query blocks ``row_blocks`` against its key blocks ``key_blocks`` packed side by side,
+    both ascending: row ``i`` of the result is row ``i`` of those query blocks laid end to end, key block ``j`` is
+    ``key_blocks[j]``. Tiles keep their kind and mask; tiles outside the key blocks are dropped.
 
-    Built from the plan's forward CSR in O(entries of these rows + columns of these key blocks): entries are
-    selected and renumbered, the backward CSR and the heaviest-first orders derived from them, intervals re-based
-    onto the kept rows (an interval of rows stays one over any subset of rows), bit tiles shared with the plan's
-    pool. A short last block (``n % tile``) may be taken only as the last of its list. Plans with a node order are
-    restricted in it; the result has none (its rows and keys are already in that order).
+    Built from the plan's two CSR directions in O(entries of these rows and keys + their columns and rows): entries
+    are selected and renumbered (order kept, both maps being increasing), the heaviest-first orders derived from the
+    counts, intervals re-based onto the kept rows (an interval of rows stays one over any subset of rows), bit tiles
+    taken from the plan's pool. Plans with a node order are restricted in it; the result has none (its rows and keys
+    are already in that order).
     """
     if not plan.on_host:
         plan.buffer  # a plan built on a GPU: its host arrays, read back once
@@ -151,48 +160,39 @@ def restrict(plan: BlockMask, row_blocks, key_blocks) -> BlockMask:
     G, M, N = plan.groups, plan.n_mblocks, plan.n_nblocks
     rows = np.asarray(row_blocks, dtype=np.int64).reshape(-1)
     keys = np.asarray(key_blocks, dtype=np.int64).reshape(-1)
-    _check_blocks("row_blocks", rows, M, tile_m, n_q, ascending=True)
-    _check_blocks("key_blocks", keys, N, tile_n, n_k, ascending=False)
+    for name, blocks, count in (("row_blocks", rows, M), ("key_blocks", keys, N)):
+        if blocks.size and (blocks[0] < 0 or blocks[-1] >= count or np.any(np.diff(blocks) <= 0)):
+            raise ValueError(f"{name} must be strictly ascending in [0, {count}); got {blocks.tolist()}")
     R, K = rows.size, keys.size
-    key_of = np.full(N, -1, np.int64)
-    key_of[keys] = np.arange(K)
+    row_of, key_of = np.full(M, -1, np.int64), np.full(N, -1, np.int64)
+    row_of[rows], key_of[keys] = np.arange(R), np.arange(K)
 
-    # the entries of the kept rows, group by group, row by row
-    starts = plan.row_ptr[:, rows].ravel()
-    lengths = (plan.row_ptr[:, rows + 1] - plan.row_ptr[:, rows]).ravel()
-    segment = np.repeat(np.arange(G * R), lengths)
-    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    entry = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
-    col = key_of[plan.col_idx[entry]]
-    kept = col >= 0
-    segment, entry, col = segment[kept], entry[kept], col[kept]
-    order = np.lexsort((col, segment))  # key blocks ascending within each row, as the kernels walk them
-    segment, entry, col = segment[order], entry[order], col[order]
-    kind = plan.kind[entry]
-    partial = kind == PARTIAL
-    row_counts = np.bincount(segment, minlength=G * R)
-    row_ptr = np.concatenate([[0], np.cumsum(row_counts)])[np.arange(G)[:, None] * R + np.arange(R + 1)]
-
-    group, row = np.divmod(segment, R) if R else (segment, segment)
-    col_counts = np.bincount(group * K + col, minlength=G * K)
-    col_ptr = np.concatenate([[0], np.cumsum(col_counts)])[np.arange(G)[:, None] * K + np.arange(K + 1)]
-    by_key = np.lexsort((row, col, group))
-
+    entry, segment, col = _select(plan.row_ptr, plan.col_idx, rows, key_of, G)
+    row_ptr, row_counts = _csr_ptr(segment, G, R)
+    bwd_entry, bwd_segment, row = _select(plan.col_ptr, plan.row_idx, keys, row_of, G)
+    col_ptr, col_counts = _csr_ptr(bwd_segment, G, K)
+    kind, bwd_kind = plan.kind[entry], plan.bwd_kind[bwd_entry]
     arrays = {"row_ptr": row_ptr, "col_idx": col, "kind": kind}
-    bwd = {"col_ptr": col_ptr, "row_idx": row[by_key], "bwd_kind": kind[by_key]}
+    partial, bwd_partial = kind == PARTIAL, bwd_kind == PARTIAL
     if "bit_pool" in plan.layout:
-        payload = np.full(entry.size, -1, np.int64)
-        used, payload[partial] = np.unique(plan.payload_idx[entry[partial]], return_inverse=True)
-        arrays["payload_idx"] = payload
-        bwd["bwd_payload_idx"] = payload[by_key]
-        bwd["bit_pool"] = plan.bit_pool[used]
+        used = np.unique(plan.payload_idx[entry[partial]])
+        arrays["payload_idx"] = np.where(partial, np.searchsorted(used, plan.payload_idx[entry]), -1)
+        bwd = {"col_ptr": col_ptr, "row_idx": row, "bwd_kind": bwd_kind,
+               "bwd_payload_idx": np.where(bwd_partial, np.searchsorted(used, plan.bwd_payload_idx[bwd_entry]), -1),
+               "bit_pool": plan.bit_pool[used]}
+    else:
+        bwd = {"col_ptr": col_ptr, "row_idx": row, "bwd_kind": bwd_kind}
     arrays.update(bwd)
     if plan.intervals is not None:
-        intervals = _rebase_rows(plan.intervals[:, _block_positions(keys, tile_n, n_k)], rows, tile_m, n_q)
+        kept = np.zeros(n_q, bool)
+        kept[_block_positions(rows, tile_m, n_q)] = True
+        # a global row bound x becomes the number of kept rows before it: start <= i < end holds for the same kept i
+        before = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)
+        intervals = before[np.clip(plan.intervals[:, _block_positions(keys, tile_n, n_k)], 0, n_q)]
         arrays["intervals"] = intervals
         arrays["interval_minmax"] = _block_minmax(intervals, _block_sizes(keys, tile_n, n_k))
-    arrays["m_order"] = np.argsort(-row_counts.reshape(G, R), axis=1, kind="stable")
-    arrays["n_order"] = np.argsort(-col_counts.reshape(G, K), axis=1, kind="stable")
+    arrays["m_order"] = np.argsort(-row_counts, axis=1, kind="stable")
+    arrays["n_order"] = np.argsort(-col_counts, axis=1, kind="stable")
 
     out = PlanArrays({name: a.shape for name, a in arrays.items()}, int(np.count_nonzero(partial)))
     for name, a in arrays.items():
@@ -201,21 +201,6 @@ def restrict(plan: BlockMask, row_blocks, key_blocks) -> BlockMask:
     n_rows = int(_block_sizes(rows, tile_m, n_q).sum())
     n_keys = int(_block_sizes(keys, tile_n, n_k).sum())
     return BlockMask((*plan.shape[:2], n_rows, n_keys), plan.tile, out)
-
-
-def _rebase_rows(intervals: np.ndarray, rows: np.ndarray, tile_m: int, n_q: int) -> np.ndarray:
-    """Intervals over the kept query blocks: a global row bound x becomes the number of kept rows before it, which
-    keeps ``start <= i < end`` true exactly for the kept rows i it held for."""
-    if rows.size == 0:
-        return np.zeros_like(intervals)
-    starts = rows * tile_m
-    sizes = _block_sizes(rows, tile_m, n_q)
-    before = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    x = intervals.astype(np.int64)
-    j = np.searchsorted(starts, x, side="right") - 1  # the kept block starting at or before x
-    at = np.maximum(j, 0)
-    rebased = before[at] + np.clip(x - starts[at], 0, sizes[at])
-    return np.where(j < 0, 0, rebased).astype(np.int32)
 
 
 def _block_minmax(intervals: np.ndarray, sizes: np.ndarray) -> np.ndarray:
