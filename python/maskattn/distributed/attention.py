@@ -115,7 +115,7 @@ class AllToAllAttention(torch.autograd.Function):
             order = plan_index(sharded, "remote", k.device)
             back, work = _return(grads if order is None else _unpermute(grads, order), sharded, ctx.moves)
             dq_local, dk, dv = partial_grads(do, q, k, v, out, lse, sharded.local_plan(), scale)
-            dq = dq + dq_local
+            dq = (dq.to(_acc_dtype(q)) + dq_local.to(_acc_dtype(q))).to(q.dtype)
         else:
             dq, dk_packed, dv_packed = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.packed_plan(),
                                                      scale)
