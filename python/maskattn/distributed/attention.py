@@ -37,11 +37,12 @@ def partial_attention(q, k, v, plan, scale):
 
 
 def partial_grads(do, q, k, v, out, lse, plan, scale):
-    """(dq, dk, dv) of one part, given the merged out and lse of every part."""
+    """(dq, dk, dv) of one part, given the merged out and lse of every part; bit-identical from run to run where torch's
+    deterministic mode is on (as ``maskattn.torch``)."""
     if plan.nnz == 0:
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     return api.attention_backward(*(x.detach() for x in (do, q, k, v, out, lse)), plan, scale=scale,
-                                  check_finite=False)
+                                  check_finite=False, deterministic=torch.are_deterministic_algorithms_enabled())
 
 
 def merge(out_a, lse_a, out_b, lse_b):
