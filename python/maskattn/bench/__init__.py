@@ -7,6 +7,7 @@
 - :mod:`.sdpa` (``--sdpa``): ``maskattn.torch.scaled_dot_product_attention`` beside torch's SDPA with the same dense
   mask, planned on the GPU in every call, and the plan alone;
 - :mod:`.overhead` (``--overhead``): host time of one call;
+- :mod:`.distributed` (``--distributed``, under torchrun): context parallelism on N ranks against one rank and a ring;
 - :mod:`.workloads`: the seeded workload masks (shared with the demo and the asv suite).
 """
 
@@ -24,6 +25,17 @@ def main(args) -> int:
     out_dir = pathlib.Path(args.out) if args.out else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
+    if args.distributed:
+        from . import distributed
+
+        args.n = args.n or [distributed.DEFAULT_N]
+        args.workloads = args.workloads or list(distributed.DEFAULT_WORKLOADS)
+        rows = distributed.run(args)
+        if rows is not None:  # rank 0 reports
+            _report(rows, distributed.markdown(rows), "distributed", out_dir)
+        return 0
+    args.n = args.n or [8192, 16384]
+    args.workloads = args.workloads or list(workloads.NAMES)
     if args.overhead:
         overhead.run(args)
         return 0
@@ -56,12 +68,13 @@ def _report(rows, table: str, name: str, out_dir):
 
 
 def add_arguments(p):
-    p.add_argument("--n", type=int, nargs="+", default=[8192, 16384])
-    p.add_argument("--workloads", nargs="+", default=list(workloads.NAMES), choices=workloads.NAMES,
-                   metavar="NAME")
+    p.add_argument("--n", type=int, nargs="+", help="default 8192 16384 (--distributed: 131072)")
+    p.add_argument("--workloads", nargs="+", choices=workloads.NAMES, metavar="NAME",
+                   help="default: all (--distributed: doc_causal causal sink_swa shared_question graph_rcm)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--kv-heads", type=int, default=None, help="--distributed: KV heads (GQA; default --heads)")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--backward", action="store_true", help="also time forward+backward")
     p.add_argument("--host", action="store_true", help="time only the plan compiler, on the CPU")
@@ -72,11 +85,15 @@ def add_arguments(p):
                    help="inference shapes: MEDUSA tree verification and single-token decode (GPU)")
     p.add_argument("--prefix", type=int, nargs="+", default=[1024, 4096, 16384], help="--decode: tree prefixes")
     p.add_argument("--cache", type=int, nargs="+", default=[4096, 16384, 65536], help="--decode: cache lengths")
+    p.add_argument("--distributed", action="store_true",
+                   help="under torchrun: context parallelism on every rank against one rank and a ring (NCCL on "
+                        "GPUs, gloo on CPUs)")
     p.add_argument("--overhead", action="store_true",
                    help="host time of one call: tree verification and decode, torch and CuPy, beside SDPA (GPU)")
     p.add_argument("--plans-only", action="store_true",
                    help="GPU: time only plan compile + upload beside Flex's create_block_mask")
-    p.add_argument("--tile", type=int, nargs=2, default=[128, 128], help="--host: the tile to compile for")
+    p.add_argument("--tile", type=int, nargs=2, default=[128, 128],
+                   help="--host, --distributed on CPUs: the tile to compile for")
     p.add_argument("--threads", type=int, default=None, help="--host: compile threads for dense / sparse masks")
     p.add_argument("--reps", type=int, default=50, help="--host: repetitions per workload")
     p.add_argument("--seed", type=int, default=0)
