@@ -1,7 +1,8 @@
 """``python -m maskattn bench``: the benchmarks, one module per mode, outside the core's import graph.
 
-- :mod:`.attention` (default, ``--backward``, ``--plans-only``): every workload of WORKLOADS.md, maskattn beside
-  FlexAttention and SDPA on one GPU;
+- :mod:`.attention` (default, ``--backward``, ``--plans-only``, ``--tables``): every workload of WORKLOADS.md,
+  maskattn beside the peers of :mod:`.peers` (FlexAttention's Triton and FLASH backends, FlashAttention-4, SDPA) on
+  one GPU;
 - :mod:`.decode` (``--decode``): tree verification and single-token decode, KV-read bandwidth;
 - :mod:`.host` (``--host``): the plan compiler alone, on the CPU;
 - :mod:`.sdpa` (``--sdpa``): ``maskattn.torch.scaled_dot_product_attention`` beside torch's SDPA with the same dense
@@ -17,6 +18,7 @@ import json
 import pathlib
 
 from . import workloads
+from .peers import PEERS
 
 
 def main(args) -> int:
@@ -44,6 +46,10 @@ def main(args) -> int:
             rows = module.run(args)
             _report(rows, module.markdown(rows), mode, out_dir)
             return 0
+    if args.tables:
+        rows = [row for path in args.tables for row in json.loads(pathlib.Path(path).read_text())]
+        _report(rows, attention.markdown(rows, any("maskattn_fwdbwd_ms" in r for r in rows)), "bench", out_dir)
+        return 0
     if args.host:
         rows = host.run(args)
         if out_dir is not None:
@@ -90,6 +96,15 @@ def add_arguments(p):
                         "GPUs, gloo on CPUs)")
     p.add_argument("--overhead", action="store_true",
                    help="host time of one call: tree verification and decode, torch and CuPy, beside SDPA (GPU)")
+    p.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS), metavar="PEER",
+                   help=f"the peers to time beside maskattn (default: all of {', '.join(PEERS)}; FA4, cuDNN and "
+                        "SDPA flash only on full and causal)")
+    p.add_argument("--graph", action="store_true",
+                   help="time every call in CUDA graphs instead of with do_bench: kernels alone, no host launch time "
+                        "(FlexAttention's FLASH backend spends a few hundred microseconds a call on the host)")
+    p.add_argument("--tables", nargs="+", metavar="BENCH_JSON",
+                   help="no timing: the tables of earlier runs' bench.json files, joined (runs split to fit a time "
+                        "limit)")
     p.add_argument("--plans-only", action="store_true",
                    help="GPU: time only plan compile + upload beside Flex's create_block_mask")
     p.add_argument("--tile", type=int, nargs=2, default=[128, 128],
