@@ -9,13 +9,14 @@
 #       --gpu N (default 10): the last N commits on main that changed gpu/, maskprep/ or the launch code.
 #       --last N: the last N commits on main. PY: an interpreter of the target's version (default python3.12).
 #   scripts/asv_history.sh run [--dir D] [--profile gpu|gpu-full|host|host-full|smoke] [--machine NAME] [--budget S]
-#                              [--python PY] [--out OUT]
+#                              [--python PY] [--out OUT] [--skip K] [--phases 1,2,...]
 #       There (or here): installs each commit's wheel into a folder of its own, runs
 #       `asv run -E existing:PY --set-commit-hash HASH` over the profile's phases, newest commit first, each phase
 #       over every commit before the next phase, and stops starting steps that would end past the budget (default
 #       560 s from the start). After every step OUT/asv-results.tar.gz holds all results so far; OUT/asv_history.log
 #       the log. OUT defaults to $OUT (the GPU machine's), else D/out. NAME defaults to the GPU (h100-sxm for an
-#       H100 SXM) or dev-Ncore.
+#       H100 SXM) or dev-Ncore. --skip K leaves out the K newest commits of the table (a second run's share),
+#       --phases runs only the phases listed.
 #   scripts/asv_history.sh fold ARCHIVE
 #       Here: merge an archive of `run` into asv_bench/results/ and print which commits and cases it holds.
 #
@@ -139,7 +140,7 @@ machine_name() {
 }
 
 run() {
-    local profile="" machine="" budget=560 py=python3 out=""
+    local profile="" machine="" budget=560 py=python3 out="" skip=0 only=""
     while (($#)); do
         case "$1" in
             --dir) DIR=$2; shift 2 ;;
@@ -148,6 +149,8 @@ run() {
             --budget) budget=$2; shift 2 ;;
             --python) py=$2; shift 2 ;;
             --out) out=$2; shift 2 ;;
+            --skip) skip=$2; shift 2 ;;
+            --phases) only=",$2,"; shift 2 ;;
             *) die "run: unknown option $1" ;;
         esac
     done
@@ -223,8 +226,10 @@ PY
     local phase_regexes=() regexes=() phase regex i hash took guess elapsed status args
     mapfile -t phase_regexes < <(phases "$profile")
     for phase in "${!phase_regexes[@]}"; do
+        [[ -z "$only" || "$only" == *",$((phase + 1)),"* ]] || continue
         guess=$(first_guess "$profile")
         for i in "${!hashes[@]}"; do
+            ((i >= skip)) || continue
             hash=${hashes[$i]}
             elapsed=$((SECONDS - start))
             if ((elapsed + guess > budget)); then
@@ -243,7 +248,7 @@ PY
             ASV_PYTHONPATH="$work/commits/$hash:$work/tools" CUPY_CACHE_DIR="$work/cupy/${gputrees[$i]}" \
                 timeout --signal=INT --kill-after=10 "$((budget - elapsed))" \
                 "${asv[@]}" run --config "$work/asv.conf.json" -E "existing:$py" --set-commit-hash "$hash" \
-                --machine "$machine" --launch-method forkserver "${args[@]}" || status=$?
+                --machine "$machine" --launch-method forkserver --show-stderr "${args[@]}" || status=$?
             took=$((SECONDS - took))
             guess=$((took + took / 4 + 5))
             echo "== phase $((phase + 1)) ${hash:0:8}: ${took}s, asv exit $status"
@@ -303,5 +308,5 @@ case "${1:-}" in
     prepare) shift; prepare "$@" ;;
     run) shift; run "$@" ;;
     fold) shift; fold "$@" ;;
-    *) sed -n '2,24p' "$0"; exit 2 ;;
+    *) sed -n '2,/^set /p' "$0" | sed '$d'; exit 2 ;;
 esac
