@@ -18,7 +18,8 @@
 #       H100 SXM) or dev-Ncore. --skip K leaves out the K newest commits of the table (a second run's share),
 #       --phases runs only the phases listed.
 #   scripts/asv_history.sh fold ARCHIVE
-#       Here: merge an archive of `run` into asv_bench/results/ and print which commits and cases it holds.
+#       Here: merge an archive of `run` into asv_bench/results/ (per parameter set: several runs add up) and print
+#       which commits and cases it holds.
 #
 # The GPU run, from the repository root (D = .hist carried to the machine):
 #   scripts/asv_history.sh prepare && <device> bash scripts/asv_history.sh run && scripts/asv_history.sh fold ...
@@ -291,21 +292,8 @@ fold() {
     local tmp
     tmp=$(mktemp -d)
     tar -xzf "$1" -C "$tmp"
-    mkdir -p asv_bench/results
-    local m
-    for m in "$tmp"/results/*/; do
-        mkdir -p "asv_bench/results/$(basename "$m")"
-        cp "$m"* "asv_bench/results/$(basename "$m")/"
-    done
-    if [[ -f "$tmp/results/benchmarks.json" ]]; then
-        if [[ -f asv_bench/results/benchmarks.json ]] && \
-                ! cmp -s "$tmp/results/benchmarks.json" asv_bench/results/benchmarks.json; then
-            echo "note: the archive's benchmarks.json differs from asv_bench/results/benchmarks.json; taking the archive's"
-        fi
-        cp "$tmp/results/benchmarks.json" asv_bench/results/benchmarks.json
-    fi
+    python3 scripts/asv_history_results.py fold "$tmp/results" asv_bench/results
     rm -rf "$tmp"
-    python3 scripts/asv_history_summary.py asv_bench/results
 }
 
 case "${1:-}" in

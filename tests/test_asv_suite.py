@@ -159,10 +159,29 @@ def test_history_git_answers_as_git(tmp_path):
     assert subprocess.run(script + ["config", "init.defaultBranch"]).returncode != 0
 
 
-def test_history_summary_reads_the_committed_results():
+@pytest.fixture
+def history_results():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        summary = importlib.import_module("asv_history_summary").summary(RESULTS)
+        yield importlib.import_module("asv_history_results")
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    assert "dev-2core" in summary
+
+
+def test_history_summary_reads_the_committed_results(history_results):
+    assert "dev-2core: 20 commits" in history_results.summary(RESULTS)
+
+
+def test_history_fold_merges_parameter_sets(history_results):
+    """A second run of other parameter sets (NaN where it did not run) adds to a commit's results, wiping nothing."""
+    nan = float("nan")
+    columns = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a"]
+
+    def results(values, version="v1"):
+        return {"result_columns": columns, "durations": {},
+                "results": {"b": [values, [["'x'", "'y'"]], version, 1, 2.0, values]}}
+
+    merged = history_results.merge(results([1.0, nan]), results([nan, 2.0]))
+    assert merged["results"]["b"][0] == [1.0, 2.0] and merged["results"]["b"][5] == [1.0, 2.0]
+    merged = history_results.merge(results([1.0, nan]), results([nan, 2.0], version="v2"))
+    assert merged["results"]["b"][0][1] == 2.0 and merged["results"]["b"][0][0] != 1.0
