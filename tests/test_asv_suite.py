@@ -45,14 +45,19 @@ def test_asv_publish_builds_the_pages_from_the_committed_results(tmp_path):
     assert len(points) >= 2
 
 
+def _import_from(folder, name):
+    """Module ``name`` found in ``folder`` (sys.path restored after the test)."""
+    sys.path.insert(0, str(folder))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
+
+
 @pytest.fixture
 def suites():
     """The asv benchmark package, imported as asv imports it."""
-    sys.path.insert(0, str(ROOT / "asv_bench"))
-    try:
-        yield importlib.import_module("benchmarks")
-    finally:
-        sys.path.remove(str(ROOT / "asv_bench"))
+    yield from _import_from(ROOT / "asv_bench", "benchmarks")
 
 
 def test_gpu_suites_skip_without_a_gpu(suites):
@@ -161,11 +166,7 @@ def test_history_git_answers_as_git(tmp_path):
 
 @pytest.fixture
 def history_results():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        yield importlib.import_module("asv_history_results")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    yield from _import_from(ROOT / "scripts", "asv_history_results")
 
 
 def test_history_summary_reads_the_committed_results(history_results):
