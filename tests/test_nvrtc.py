@@ -48,9 +48,10 @@ def nvrtc():
 
 
 def _compile(lib, source, names, options):
-    """(status, log, lowered names) of one NVRTC build of gpu/<source> with the given name expressions."""
+    """(status, log, lowered names) of one NVRTC build of gpu/<source>, as the package builds it, with the given name
+    expressions."""
     prog = ctypes.c_void_p()
-    code = (GPU_DIR / source).read_bytes()
+    code = kernels.kernel_source(source).encode()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), code, source.encode(), 0, None, None) == 0
     try:
         for name in names:

@@ -27,8 +27,8 @@ import math
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, nvrtc_options, sm90_function, smem_optin,
-                      source_dir)
+from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, kernel_source, nvrtc_options, sm90_function,
+                      smem_optin, source_dir)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
@@ -131,7 +131,7 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
     from_sm90 = ("dkdv", "dq" if deterministic else "convert") if sm90 else ()
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
-    module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=nvrtc_options(src),
+    module = cupy.RawModule(code=kernel_source("bwd.cu"), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
     smem_dkdv, smem_dq = bwd_smem_bytes(head_dim, tile, deterministic)
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
