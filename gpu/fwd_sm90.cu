@@ -1,6 +1,6 @@
 // Hopper (sm_90a) block-sparse flash-attention forward: fwd_kernel's plan traversal, masks and outputs, on wgmma.
 //
-// Same parameters (but fwd_kernel's key_lens), grid and outputs as fwd_kernel (fwd.cu) with TILE_M = TILE_N = 128,
+// Same parameters (but fwd_kernel's key_lens), grid and outputs as fwd_kernel (fwd.cu) with 128 x TILE_N<D> tiles,
 // split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
 // blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. Three warpgroups (384 threads):
 // - warpgroup 0 produces: cp.async copies of Q (once), then each listed key block's K and V tiles (two stages
@@ -8,7 +8,7 @@
 //   the tensor maps k_map and v_map (tma.cuh), or, for plans with a node order, by cp.async gathers of the
 //   warpgroup (wgmma.cuh's produce_kv_stages). A stage is refilled after its "empty" mbarrier says both consumers
 //   are done with it.
-// - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64n128k16, both operands in shared
+// - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64nTILE_Nk16, both operands in shared
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
 //   in registers (the S accumulator packed to 16 bits is the register A operand) and V N-major in shared memory.
@@ -16,9 +16,9 @@
 //   the two consumers take turns issuing (FlashAttention-3's ping-pong), so one's softmax runs under the other's
 //   products (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel was built).
 //
-// Dynamic shared memory: SM90_SMEM_BYTES<D> = 1024 (alignment slack) + 5 tiles of 128 x D elements (Q, two
-// K, two V) + 128 (mbarriers). Template knobs: T (half_t | bf16_t), D (64 or 128), MASK; the #ifndef defaults
-// configure the instantiation of a standalone nvcc -DMASKATTN_INSTANTIATE build.
+// Dynamic shared memory: SM90_SMEM_BYTES<D> = 1024 (alignment slack) + Q (128 x D elements) + two stages each of K
+// and V (TILE_N<D> x D) + 128 (mbarriers). Template knobs: T (half_t | bf16_t), D (64, 128, 192, 256), MASK; the
+// #ifndef defaults configure the instantiation of a standalone nvcc -DMASKATTN_INSTANTIATE build.
 #include "common.cuh"
 #include "mask.cuh"
 #include "softmax.cuh"
@@ -42,22 +42,35 @@ namespace maskattn {
 namespace sm90 {
 
 constexpr int TILE_M = 128;
-constexpr int TILE_N = 128;
 constexpr int THREADS = 384;
-constexpr int PRODUCER_REGS = 40;   // cp.async addressing only
-constexpr int CONSUMER_REGS = 232;  // O and S accumulators (64 + 64 at D = 128), P (32), softmax state
+// Register budgets per thread (producer + 2 x consumer = 504, the 3 x 168 of the launch bound, else setmaxnreg.inc
+// waits forever): the producer needs only addressing; a consumer holds the O and S accumulators (64 + 64 floats at
+// D = 128, 128 + 32 at D = 256), P (32 or 16) and the softmax state. At D = 256 the interval masks spilled 32 bytes
+// at 232; FlashAttention-3's 24 / 240 leaves none.
+template <int D>
+constexpr int PRODUCER_REGS = D <= 128 ? 40 : 24;
+template <int D>
+constexpr int CONSUMER_REGS = D <= 128 ? 232 : 240;
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
+// Key rows per block: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K and V of 128 rows would not
+// fit in shared memory (FlashAttention-3 takes 112 and 80 there; the plans' tiles here are 128 x 64, as for fwd.cu).
 template <int D>
-constexpr int TILE_BYTES = 128 * D * 2;
+constexpr int TILE_N = D <= 128 ? 128 : 64;
 
+template <int ROWS, int D>
+constexpr int TILE_BYTES = ROWS * D * 2;
+
+static_assert(PRODUCER_REGS<256> + 2 * CONSUMER_REGS<256> == 3 * 168 && PRODUCER_REGS<128> + 2 * CONSUMER_REGS<128> == 3 * 168,
+              "the budgets share the launch bound's registers");
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes after the tiles");
 
 }  // namespace sm90
 
 // sm90_smem_bytes in _cuda.py
 template <int D>
-constexpr int SM90_SMEM_BYTES = sm90::ALIGN + 5 * sm90::TILE_BYTES<D> + 128;
+constexpr int SM90_SMEM_BYTES =
+    sm90::ALIGN + sm90::TILE_BYTES<sm90::TILE_M, D> + 4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 128;
 
 template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1)
@@ -66,17 +79,18 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
-  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(D == 64 || D == 128 || D == 192 || D == 256, "head dims 64, 128, 192 and 256");
   using Mma = Wgmma<T>;
+  constexpr int TILE_N = sm90::TILE_N<D>;
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
   constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V
-  constexpr int TILE = TILE_BYTES<D>;
+  constexpr int TILE = TILE_BYTES<TILE_N, D>;  // a stage of K or V
 
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned smem_raw = smem_addr(smem);
   const unsigned sQ = (smem_raw + ALIGN - 1) & ~(ALIGN - 1u);
-  const unsigned sK = sQ + TILE;      // [2] stages
+  const unsigned sK = sQ + TILE_BYTES<TILE_M, D>;  // [2] stages
   const unsigned sV = sK + 2 * TILE;  // [2] stages
   const unsigned bars = sV + 2 * TILE;  // SM90_SMEM_BYTES<D> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
@@ -97,7 +111,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<PRODUCER_REGS>();
+    setmaxnreg_dec<PRODUCER_REGS<D>>();
     const int kv_head = h / heads_per_kv;
     const PackedRows q_rows{pack, q_sh, q_sn, perm};
     load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
@@ -118,7 +132,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     return;
   }
 
-  setmaxnreg_inc<CONSUMER_REGS>();
+  setmaxnreg_inc<CONSUMER_REGS<D>>();
   const int consumer = warpgroup - 1;  // rows [64 consumer, 64 consumer + 64) of the tile
   const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
@@ -142,8 +156,13 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      Mma::ss_n128(s, q_desc + sw128_k_step<TILE_M>(kk), k_desc + ((stage * TILE) >> 4) + sw128_k_step<TILE_N>(kk),
-                   kk > 0 ? 1 : 0);
+      const unsigned long long q_k = q_desc + sw128_k_step<TILE_M>(kk);
+      const unsigned long long k_k = k_desc + ((stage * TILE) >> 4) + sw128_k_step<TILE_N>(kk);
+      if constexpr (TILE_N == 128) {
+        Mma::ss_n128(s, q_k, k_k, kk > 0 ? 1 : 0);
+      } else {
+        Mma::ss_n64(s, q_k, k_k, kk > 0 ? 1 : 0);
+      }
     }
     wgmma_commit();
   };
@@ -152,10 +171,14 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       const unsigned long long desc = v_desc + ((stage * TILE + kk * 16 * SW128_BYTES) >> 4);
-      if constexpr (D == 128) {
-        Mma::rs_n128_tnsp(acc_o, p[kk], desc);
-      } else {
+      if constexpr (D == 64) {
         Mma::rs_n64_tnsp(acc_o, p[kk], desc);
+      } else if constexpr (D == 128) {
+        Mma::rs_n128_tnsp(acc_o, p[kk], desc);
+      } else if constexpr (D == 192) {
+        Mma::rs_n192_tnsp(acc_o, p[kk], desc);
+      } else {
+        Mma::rs_n256_tnsp(acc_o, p[kk], desc);
       }
     }
     wgmma_commit();

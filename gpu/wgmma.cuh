@@ -112,21 +112,31 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 // Start copying rows [0, ROWS) of a global tile (D contiguous elements a row; row r starts row_offset(r) elements
 // past g_tile) into a swizzled shared tile at shared address s_tile; rows >= rows_valid are zero-filled. THREADS
-// threads share the copy; each keeps one chunk column and one row phase of the swizzle, so its shared offset only
-// advances by whole rows.
+// threads share the copy. Where a pass of the threads covers whole rows and a multiple of 8 of them (D = 64 and 128
+// with 128 threads), each thread keeps one chunk column and one row phase of the swizzle, so its shared offset only
+// advances by whole rows; otherwise (D = 192, 256) each 16-byte chunk's place is computed.
 template <int ROWS, int D, int THREADS, typename T, typename RowOffset>
 __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* g_tile, RowOffset row_offset,
                                                       int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
   constexpr int STEP = THREADS / CHUNKS;  // rows one pass covers
-  static_assert(THREADS % CHUNKS == 0 && ROWS % STEP == 0 && STEP % 8 == 0, "whole rows and swizzle phases");
-  const int c = tid % CHUNKS, r0 = tid / CHUNKS;
-  const unsigned dst = s_tile + sw128_offset<ROWS>(r0, c);
+  if constexpr (THREADS % CHUNKS == 0 && ROWS % STEP == 0 && STEP % 8 == 0) {
+    const int c = tid % CHUNKS, r0 = tid / CHUNKS;
+    const unsigned dst = s_tile + sw128_offset<ROWS>(r0, c);
 #pragma unroll 4
-  for (int i = 0; i < ROWS / STEP; ++i) {
-    const int r = r0 + i * STEP;
-    const bool valid = r < rows_valid;
-    cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + (valid ? row_offset(r) + c * 8 : 0), valid);
+    for (int i = 0; i < ROWS / STEP; ++i) {
+      const int r = r0 + i * STEP;
+      const bool valid = r < rows_valid;
+      cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + (valid ? row_offset(r) + c * 8 : 0), valid);
+    }
+  } else {
+    static_assert(ROWS * CHUNKS % THREADS == 0, "whole passes");
+#pragma unroll 4
+    for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
+      const int idx = tid + i * THREADS, r = idx / CHUNKS, c = idx % CHUNKS;
+      const bool valid = r < rows_valid;
+      cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + (valid ? row_offset(r) + c * 8 : 0), valid);
+    }
   }
 }
 
@@ -332,7 +342,7 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
 
 // The wgmma shapes of the attention kernels, fp32 accumulate; the accumulator of m64nNk16 is, per warp, N / 8
 // m16n8 fragments (rows lane / 4 and lane / 4 + 8 of the warp's 16, columns 8 j + 2 (lane % 4) + {0, 1}).
-// Their asm operands: the accumulator registers %0.. of N = 64 and 128 (MASKATTN_WGMMA_D_N*), bound to fragments
+// Their asm operands: the accumulator registers %0.. of N = 32 to 256 (MASKATTN_WGMMA_D_N*), bound to fragments
 // of d four at a time (MASKATTN_WGMMA_ACC_X4(d, j): fragments j to j + 3).
 #define MASKATTN_WGMMA_ACC_X4(d, j)                                                                                   \
   "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]), "+f"(d[j + 1][0]), "+f"(d[j + 1][1]),                   \
@@ -342,6 +352,10 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
 #define MASKATTN_WGMMA_ACC_N64(d) MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4)
 #define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
   MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8), MASKATTN_WGMMA_ACC_X4(d, 12)
+#define MASKATTN_WGMMA_ACC_N192(d)                                                                                    \
+  MASKATTN_WGMMA_ACC_N128(d), MASKATTN_WGMMA_ACC_X4(d, 16), MASKATTN_WGMMA_ACC_X4(d, 20)
+#define MASKATTN_WGMMA_ACC_N256(d)                                                                                    \
+  MASKATTN_WGMMA_ACC_N192(d), MASKATTN_WGMMA_ACC_X4(d, 24), MASKATTN_WGMMA_ACC_X4(d, 28)
 #define MASKATTN_WGMMA_D_N32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
 #define MASKATTN_WGMMA_D_N64                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
@@ -351,6 +365,34 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+#define MASKATTN_WGMMA_D_N192                                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                                  \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                                  \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+#define MASKATTN_WGMMA_D_N256                                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                                  \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                                  \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                                  \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                      \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+// d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), B 16 x N from shared memory,
+// N-major (the transposed B of the PTX ISA): rs_nN_tnsp, its asm operands A0..A3 (a), DESC and PRED numbered after
+// the N / 2 accumulator registers.
+#define MASKATTN_WGMMA_RS_TNSP(TYPE, N, A0, A1, A2, A3, DESC, PRED)                                                   \
+  static __device__ __forceinline__ void rs_n##N##_tnsp(float (&d)[N / 8][4], const unsigned (&a)[4],                 \
+                                                       unsigned long long desc_b) {                                   \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #PRED ", 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N##N            \
+                 "{%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DESC ", p, 1, 1, 1;\n}\n"                             \
+                 : MASKATTN_WGMMA_ACC_N##N(d)                                                                         \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                                  \
+  }
 #define MASKATTN_WGMMA_OPS(TYPE)                                                                                      \
   /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 128 from shared memory, K-major */             \
   static __device__ __forceinline__ void ss_n128(float (&d)[16][4], unsigned long long desc_a,                        \
@@ -389,26 +431,10 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
                  : MASKATTN_WGMMA_ACC_N32(d)                                                                          \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
   }                                                                                                                   \
-  /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */                           \
-  /* B 16 x 64 from shared memory, N-major (the transposed B of the PTX ISA) */                                       \
-  static __device__ __forceinline__ void rs_n64_tnsp(float (&d)[8][4], const unsigned (&a)[4],                        \
-                                                     unsigned long long desc_b) {                                     \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                         \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                        \
-                 : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                                  \
-  }                                                                                                                   \
-  /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */                           \
-  /* B 16 x 128 from shared memory, N-major (the transposed B of the PTX ISA) */                                      \
-  static __device__ __forceinline__ void rs_n128_tnsp(float (&d)[16][4], const unsigned (&a)[4],                      \
-                                                      unsigned long long desc_b) {                                    \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                         \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N128               \
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                                        \
-                 : MASKATTN_WGMMA_ACC_N128(d)                                                                         \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                                  \
-  }
+  MASKATTN_WGMMA_RS_TNSP(TYPE, 64, 32, 33, 34, 35, 36, 37)                                                            \
+  MASKATTN_WGMMA_RS_TNSP(TYPE, 128, 64, 65, 66, 67, 68, 69)                                                           \
+  MASKATTN_WGMMA_RS_TNSP(TYPE, 192, 96, 97, 98, 99, 100, 101)                                                         \
+  MASKATTN_WGMMA_RS_TNSP(TYPE, 256, 128, 129, 130, 131, 132, 133)
 
 template <typename T>
 struct Wgmma;
@@ -424,9 +450,14 @@ struct Wgmma<bf16_t> {
 };
 
 #undef MASKATTN_WGMMA_OPS
+#undef MASKATTN_WGMMA_RS_TNSP
+#undef MASKATTN_WGMMA_D_N256
+#undef MASKATTN_WGMMA_D_N192
 #undef MASKATTN_WGMMA_D_N128
 #undef MASKATTN_WGMMA_D_N64
 #undef MASKATTN_WGMMA_D_N32
+#undef MASKATTN_WGMMA_ACC_N256
+#undef MASKATTN_WGMMA_ACC_N192
 #undef MASKATTN_WGMMA_ACC_N128
 #undef MASKATTN_WGMMA_ACC_N64
 #undef MASKATTN_WGMMA_ACC_N32

@@ -23,10 +23,11 @@ import test_nvcc  # noqa: E402  (the job list and its nvcc command lines)
 
 
 def cubin(nvcc, gpu_dir, job, out):
+    """The cubin's bytes, or None where the sources do not build the job (a configuration newer than the ref)."""
     source, arch, defines, _ = job
-    subprocess.run(test_nvcc.nvcc_command(nvcc, gpu_dir / source.name, arch, defines, "-cubin", out), check=True,
-                   capture_output=True)
-    return out.read_bytes()
+    proc = subprocess.run(test_nvcc.nvcc_command(nvcc, gpu_dir / source.name, arch, defines, "-cubin", out),
+                          capture_output=True)
+    return out.read_bytes() if proc.returncode == 0 else None
 
 
 def main(ref="HEAD"):
@@ -42,11 +43,18 @@ def main(ref="HEAD"):
                  for side, gpu_dir in (("ref", tmp / "ref" / "gpu"), ("tree", ROOT / "gpu"))]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             binaries = list(pool.map(lambda t: cubin(nvcc, *t), tasks))
-    differ = [job for job, ref_bin, tree_bin in zip(jobs, binaries[::2], binaries[1::2]) if ref_bin != tree_bin]
+    pairs = list(zip(jobs, binaries[::2], binaries[1::2]))
+    for (source, arch, defines, _), ref_bin, tree_bin in pairs:
+        if tree_bin is None:
+            print(f"does not build in the tree: {source.name} {arch} {defines}")
+        elif ref_bin is None:
+            print(f"new (does not build at {ref}): {source.name} {arch} {defines}")
+    old = [(job, ref_bin, tree_bin) for job, ref_bin, tree_bin in pairs if ref_bin is not None]
+    differ = [job for job, ref_bin, tree_bin in old if ref_bin != tree_bin]
     for source, arch, defines, _ in differ:
         print(f"differs: {source.name} {arch} {defines}")
-    print(f"{len(jobs) - len(differ)} of {len(jobs)} cubins identical to {ref}'s")
-    return 1 if differ else 0
+    print(f"{len(old) - len(differ)} of the {len(old)} cubins that {ref} builds are identical")
+    return 1 if differ or any(tree_bin is None for _, _, tree_bin in pairs) else 0
 
 
 if __name__ == "__main__":

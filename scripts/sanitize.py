@@ -4,7 +4,8 @@
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
-runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 96 the mma.sync ones, and
+runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 192 and 256 the wgmma forward
+(128 x 64 tiles) and the mma.sync backward, 96 the mma.sync ones, and
 the atomic cases the one-pass wgmma kernel, and the mma.sync dK/dV kernel with atomic dQ at 96); plans in an order of their own, of intervals and of bits
 (rows gathered through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward
 (GQA packing, the 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training
@@ -35,6 +36,9 @@ cases = [
     ("perm, intervals, head dim 96 (mma.sync)", dilated, np.float16, 96),
     ("perm, intervals, atomic dQ", dilated, np.float16, 64),
     ("perm, bits", graph, np.dtype(ml_dtypes.bfloat16), 128),
+    ("bits, head dim 256", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 256),
+    ("intervals, head dim 192", masks.causal(n_q, n_k), np.float16, 192),
+    ("perm, bits, head dim 256", graph, np.float16, 256),
 ]
 for name, spec, dtype, D in cases:
     q = cp.asarray(rng.standard_normal((1, 4, n_q if spec is None else spec.n_q, D)).astype(dtype))
@@ -54,7 +58,7 @@ for splits in (None, 1, 5):
     maskattn.attention(q, k, v, masks.kv_cache(3, [n_k, 100], n_k=n_k), num_splits=splits)
     maskattn.attention(q, k, v, masks.from_dense(rng.random((3, n_k)) < 0.5), num_splits=splits)
     maskattn.attention(q[:, :, :1], k, v, num_splits=splits, cache_seqlens=lens)
-for D in (64, 96):  # split-KV on the training tile: the wgmma forward on Hopper, the mma.sync one
+for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on Hopper (64, 256), the mma.sync one
     q = cp.asarray(rng.standard_normal((1, 2, 150, D)).astype(np.float16))
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
     maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)

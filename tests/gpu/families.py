@@ -151,4 +151,6 @@ LAYOUT_CASES = [
     ("sliding_window_sinks", "bfloat16", 128, 1, "bhnd"),
     ("intervals_random", "float16", 96, 1, "bnhd"),
     ("graph_rcm", "bfloat16", 128, 1, "bnhd"),
+    ("graph_rcm", "float16", 256, 2, "bnhd"),
+    ("document_prefix_padding", "bfloat16", 192, 8, "bnhd"),
 ]

@@ -92,10 +92,13 @@ def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + 6 * 128 * head_dim * 2 + 128
 
 
+BWD_SM90_HEAD_DIMS = (64, 128)  # bwd_sm90.cu's instantiations; other head dims run bwd.cu
+
+
 def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
     """Whether this backward runs the wgmma kernels of bwd_sm90.cu (the two passes where ``deterministic``, else the
-    one pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu."""
-    return forward_uses_sm90(head_dim, tuple(tile), device_id)
+    one pass with dQ by bulk reductions): at head dims 64 and 128 where the forward runs fwd_sm90.cu."""
+    return head_dim in BWD_SM90_HEAD_DIMS and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,

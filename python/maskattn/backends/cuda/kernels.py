@@ -5,7 +5,7 @@ tables), the kernels' names as C++ templates, and their compilation: NVRTC build
 (``importlib.resources``, ``-I`` the source folder), one ``RawModule`` per configuration with an explicit name
 expression, memoised per (kernel, dtype, head dim, tile, mask mode, device); CuPy compiles for the device's own
 architecture (``-arch=sm_90`` on an H100) and keeps the cubins in its on-disk cache. On Hopper (compute capability
-9.0) the forward at head dims 64 and 128 with the 128 x 128 training tile runs ``fwd_sm90.cu`` instead (wgmma, a
+9.0) the forward at head dims 64, 128, 192 and 256 with the training tile runs ``fwd_sm90.cu`` instead (wgmma, a
 producer warpgroup and two consumers), which needs the ``sm_90a`` target: CuPy always adds its own ``-arch``, so
 that one is compiled by NVRTC directly, once per process (about a second per configuration). ``MASKATTN_SM90=0`` in
 the environment keeps the mma.sync kernel. CuPy is imported on first use, so ``maskattn`` imports without it.
@@ -47,7 +47,7 @@ DECODE_CONFIGS = ((16, 128, 8, 3), (16, 128, 8, 2), (64, 64, 4, 2))
 DECODE_ROWS = max(config[0] for config in DECODE_CONFIGS)
 MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
 SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
-SM90_HEAD_DIMS = (64, 128)  # fwd_sm90.cu's instantiations, at 128 x 128 tiles
+SM90_HEAD_DIMS = (64, 128, 192, 256)  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n(head_dim) tiles
 SM90_THREADS = 384  # sm90::THREADS: one producer and two consumer warpgroups
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CUfunction_attribute in cuda.h
 MASK_MODES = {"none": "MASK_NONE", "intervals": "MASK_INTERVALS", "bits": "MASK_BITS"}
@@ -197,10 +197,15 @@ def fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int, int], mas
     return kernel, smem
 
 
+def sm90_tile_n(head_dim: int) -> int:
+    """sm90::TILE_N<D> of fwd_sm90.cu: 128 key rows a block up to D = 128, 64 above (the training tiles')."""
+    return 128 if head_dim <= 128 else 64
+
+
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
     """Whether the forward of this configuration runs the wgmma kernel (fwd_sm90.cu)."""
-    return (tile == (128, 128) and head_dim in SM90_HEAD_DIMS and compute_capability(device_id) == "90"
-            and sm90_enabled())
+    return (head_dim in SM90_HEAD_DIMS and tuple(tile) == (128, sm90_tile_n(head_dim))
+            and compute_capability(device_id) == "90" and sm90_enabled())
 
 
 def sm90_enabled() -> bool:
@@ -214,7 +219,7 @@ def compute_capability(device_id: int) -> str:
 
 def sm90_smem_bytes(head_dim: int) -> int:
     """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q and two stages of K and V, the mbarriers."""
-    return 1024 + 5 * 128 * head_dim * 2 + 128
+    return 1024 + (128 + 4 * sm90_tile_n(head_dim)) * head_dim * 2 + 128
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
