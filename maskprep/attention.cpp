@@ -1,0 +1,98 @@
+// The CPU attention entry points: the instruction set to run, and the worker threads.
+#include "attention.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace maskprep {
+
+void parallel_for(int64_t units, int threads, void (*fn)(void*, int64_t, int), void* ctx) {
+  if (units <= 0) return;
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, units));
+  if (workers == 1) {
+    for (int64_t u = 0; u < units; ++u) fn(ctx, u, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  auto work = [&](int thread) {
+    for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < units;
+         u = next.fetch_add(1, std::memory_order_relaxed))
+      fn(ctx, u, thread);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  for (int t = 1; t < workers; ++t) {
+    try {
+      pool.emplace_back(work, t);
+    } catch (...) {  // no more threads to be had: those started and this one share the units
+      break;
+    }
+  }
+  work(0);
+  for (auto& t : pool) t.join();
+}
+
+bool isa_available(int isa) {
+  switch (isa) {
+    case ISA_GENERIC:
+      return true;
+#if defined(MASKPREP_HAVE_AVX2)
+    case ISA_AVX2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+#if defined(MASKPREP_HAVE_AVX512)
+    case ISA_AVX512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    default:
+      return false;
+  }
+}
+
+int best_isa() {
+  for (int isa : {ISA_AVX512, ISA_AVX2})
+    if (isa_available(isa)) return isa;
+  return ISA_GENERIC;
+}
+
+static int resolve(int isa) {
+  if (isa == ISA_AUTO) return best_isa();
+  if (!isa_available(isa)) throw std::invalid_argument("this instruction set was not built or does not run here");
+  return isa;
+}
+
+void attention_forward(const AttentionProblem& p, int threads, int isa) {
+  switch (resolve(isa)) {
+#if defined(MASKPREP_HAVE_AVX512)
+    case ISA_AVX512:
+      return isa_avx512::forward(p, threads);
+#endif
+#if defined(MASKPREP_HAVE_AVX2)
+    case ISA_AVX2:
+      return isa_avx2::forward(p, threads);
+#endif
+    default:
+      return isa_generic::forward(p, threads);
+  }
+}
+
+void attention_backward(const AttentionProblem& p, int threads, int isa) {
+  switch (resolve(isa)) {
+#if defined(MASKPREP_HAVE_AVX512)
+    case ISA_AVX512:
+      return isa_avx512::backward(p, threads);
+#endif
+#if defined(MASKPREP_HAVE_AVX2)
+    case ISA_AVX2:
+      return isa_avx2::backward(p, threads);
+#endif
+    default:
+      return isa_generic::backward(p, threads);
+  }
+}
+
+}  // namespace maskprep

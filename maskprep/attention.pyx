@@ -1,0 +1,285 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""maskprep.attention: block-sparse attention on the CPU over a compiled block plan, forward and backward.
+
+Each ``def`` checks and normalises its arrays (one float dtype, 4-d shapes that fit the plan, a contiguous last
+dimension), fills an ``AttentionProblem`` with pointers and element strides, releases the GIL and runs the C++
+kernels of ``attention_kernels.hpp`` for the widest instruction set the CPU has (AVX-512, AVX2 + FMA, or plain
+16-byte vectors), on ``threads`` worker threads. The plan is read through the attributes of
+:class:`maskattn.plan.BlockMask` (any object with them will do: this layer does not import the plan module).
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libcpp cimport bool as cbool
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+
+cdef extern from "attention.hpp" namespace "maskprep" nogil:
+    cdef struct AttentionProblem:
+        int64_t B, H, Hk, n_q, n_k, D
+        int64_t tile_m, tile_n
+        int64_t mask_B, mask_H
+        double scale
+        int dtype_bytes
+        const void* q
+        int64_t q_stride[3]
+        const void* k
+        int64_t k_stride[3]
+        const void* v
+        int64_t v_stride[3]
+        const void* dout
+        int64_t do_stride[3]
+        const void* out
+        int64_t o_stride[3]
+        const void* lse
+        void* out_w
+        void* lse_w
+        void* dq
+        void* dk
+        void* dv
+        const int64_t* row_ptr
+        const int32_t* col_idx
+        const uint8_t* kind
+        const int32_t* payload_idx
+        const int64_t* col_ptr
+        const int32_t* row_idx
+        const uint8_t* bwd_kind
+        const int32_t* bwd_payload_idx
+        const uint32_t* bit_pool
+        const int32_t* intervals
+        const int32_t* m_order
+        const int64_t* perm
+        const int64_t* key_lens
+    int c_best_isa "maskprep::best_isa"()
+    cbool c_isa_available "maskprep::isa_available"(int isa)
+    void c_forward "maskprep::attention_forward"(const AttentionProblem& p, int threads, int isa) except +
+    void c_backward "maskprep::attention_backward"(const AttentionProblem& p, int threads, int isa) except +
+
+
+ISAS = ("generic", "avx2", "avx512")
+
+
+def available_isas():
+    """available_isas()
+
+    The instruction sets the kernels were built for and this CPU runs, narrowest first.
+    """
+    return [name for i, name in enumerate(ISAS) if c_isa_available(i)]
+
+
+def best_isa():
+    """best_isa()
+
+    The instruction set a call with ``isa=None`` runs: the widest of :func:`available_isas`.
+    """
+    return ISAS[c_best_isa()]
+
+
+cdef int _isa_code(isa) except -2:
+    if isa is None:
+        return -1
+    if isa not in ISAS:
+        raise ValueError(f"isa must be None or one of {ISAS}; got {isa!r}")
+    if isa not in available_isas():
+        raise ValueError(f"isa {isa!r} does not run here (available: {', '.join(available_isas())})")
+    return ISAS.index(isa)
+
+
+cdef object _rows(x, str name, dtype):
+    """x as the kernels read it: dtype ``dtype``, 4-d, aligned, unit stride in the last dimension and element
+    strides elsewhere (copied only where it is not)."""
+    x = np.asarray(x)
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype}; expected {dtype} like q")
+    if x.ndim != 4:
+        raise ValueError(f"{name} must have 4 dimensions (B, H, n, D); got shape {x.shape}")
+    size = x.dtype.itemsize
+    if not x.flags.aligned or (x.shape[3] > 1 and x.strides[3] != size) or any(s % size for s in x.strides):
+        x = np.ascontiguousarray(x)
+    return x
+
+
+cdef void _strides(x, int64_t* out):
+    size = x.dtype.itemsize
+    for i in range(3):
+        out[i] = x.strides[i] // size
+
+
+cdef const void* _data(x):
+    return cnp.PyArray_DATA(<cnp.ndarray>x)
+
+
+cdef class _PlanView:
+    """The plan's arrays, held (so their memory stays alive) while a call reads them through raw pointers."""
+    cdef object arrays
+
+    def __cinit__(self, plan, int64_t B, int64_t H, int64_t n_q, int64_t n_k):
+        tile_m, tile_n = map(int, plan.tile)
+        if tuple(plan.shape[2:]) != (n_q, n_k) or plan.shape[0] not in (1, B) or plan.shape[1] not in (1, H):
+            raise ValueError(f"plan of shape {tuple(plan.shape)} does not fit B={B}, H={H}, n_q={n_q}, n_k={n_k}")
+        if tile_m < 16 or tile_m > 256 or tile_m % 16 or tile_n < 16 or tile_n > 256 or tile_n % 16:
+            raise ValueError(f"plan tile {plan.tile}: tiles must be multiples of 16 from 16 to 256")
+        if plan.perm is not None and n_q != n_k:
+            raise ValueError(f"a plan with a node order (perm) needs n_q == n_k; got {n_q} and {n_k}")
+        self.arrays = {}
+        for name, dtype in (("row_ptr", np.int64), ("col_idx", np.int32), ("kind", np.uint8),
+                            ("payload_idx", np.int32), ("col_ptr", np.int64), ("row_idx", np.int32),
+                            ("bwd_kind", np.uint8), ("bwd_payload_idx", np.int32), ("bit_pool", np.uint32),
+                            ("intervals", np.int32), ("m_order", np.int32), ("perm", np.int64)):
+            x = getattr(plan, name)
+            self.arrays[name] = None if x is None else np.ascontiguousarray(x, dtype=dtype)
+        if self.arrays["intervals"] is None and self.arrays["bit_pool"] is None:
+            if bool(np.any(self.arrays["kind"] != 1)):
+                raise ValueError("plan has PARTIAL tiles but neither intervals nor a bit pool")
+
+    cdef const void* at(self, str name):
+        x = self.arrays[name]
+        return NULL if x is None or x.size == 0 else cnp.PyArray_DATA(<cnp.ndarray>x)
+
+    cdef void fill(self, plan, AttentionProblem* p):
+        p.tile_m, p.tile_n = map(int, plan.tile)
+        p.mask_B, p.mask_H = int(plan.shape[0]), int(plan.shape[1])
+        p.row_ptr = <const int64_t*>self.at("row_ptr")
+        p.col_idx = <const int32_t*>self.at("col_idx")
+        p.kind = <const uint8_t*>self.at("kind")
+        p.payload_idx = <const int32_t*>self.at("payload_idx")
+        p.col_ptr = <const int64_t*>self.at("col_ptr")
+        p.row_idx = <const int32_t*>self.at("row_idx")
+        p.bwd_kind = <const uint8_t*>self.at("bwd_kind")
+        p.bwd_payload_idx = <const int32_t*>self.at("bwd_payload_idx")
+        p.bit_pool = <const uint32_t*>self.at("bit_pool")
+        p.intervals = <const int32_t*>self.at("intervals")
+        p.m_order = <const int32_t*>self.at("m_order")
+        p.perm = <const int64_t*>self.at("perm")
+
+
+cdef object _inputs(AttentionProblem* p, q, k, v):
+    """Checks q, k, v and fills their part of p; returns them as the kernels read them."""
+    q = np.asarray(q)
+    if q.dtype not in (np.float32, np.float64):
+        raise TypeError(f"q has dtype {q.dtype}; the CPU kernels take float32 or float64")
+    q, k, v = _rows(q, "q", q.dtype), _rows(k, "k", q.dtype), _rows(v, "v", q.dtype)
+    B, H, n_q, D = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D or k.shape[1] < 1 or H % k.shape[1]:
+        raise ValueError(f"k {k.shape} and v {v.shape} do not fit q {q.shape} (B, Hk dividing H, n_k, D)")
+    if min(B, H, n_q, D, k.shape[2]) < 1:
+        raise ValueError(f"empty inputs: q {q.shape}, k {k.shape}")
+    p.B, p.H, p.Hk, p.n_q, p.n_k, p.D = B, H, k.shape[1], n_q, k.shape[2], D
+    p.dtype_bytes = q.dtype.itemsize
+    p.q, p.k, p.v = _data(q), _data(k), _data(v)
+    _strides(q, p.q_stride)
+    _strides(k, p.k_stride)
+    _strides(v, p.v_stride)
+    return q, k, v
+
+
+def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1, isa=None):
+    """attention_forward(q, k, v, plan, scale, key_lens=None, threads=1, isa=None)
+
+    Masked attention ``softmax(scale * q k^T + mask) v`` over the tiles the plan lists.
+
+    Parameters
+    ----------
+    q : ndarray (B, H, n_q, D), float32 or float64
+    k, v : ndarray (B, Hk, n_k, D) of q's dtype, ``H % Hk == 0``
+        Query head h reads KV head ``h // (H // Hk)``. Any strides; a last dimension that is not contiguous is
+        copied.
+    plan : maskattn.plan.BlockMask
+        For shape ``(1 or B, 1 or H, n_q, n_k)``, any tile; a plan with a node order (``perm``) is followed.
+    scale : float
+    key_lens : (B,) integers, optional
+        Per batch the number of keys to see (keys ``j >= key_lens[b]`` are masked besides the plan).
+    threads : int
+        Worker threads.
+    isa : {None, "generic", "avx2", "avx512"}
+        The kernels' instruction set; None: :func:`best_isa`.
+
+    Returns
+    -------
+    out : ndarray (B, H, n_q, D) of q's dtype, C-contiguous; 0 on rows that see no key
+    lse : ndarray (B, H, n_q) of q's dtype; natural log, -inf on rows that see no key
+    """
+    cdef AttentionProblem p
+    q, k, v = _inputs(&p, q, k, v)
+    cdef _PlanView view = _PlanView(plan, p.B, p.H, p.n_q, p.n_k)
+    view.fill(plan, &p)
+    lens = None
+    if key_lens is not None:
+        lens = np.ascontiguousarray(key_lens, dtype=np.int64)
+        if lens.shape != (p.B,):
+            raise ValueError(f"key_lens must have shape ({p.B},); got {lens.shape}")
+        if plan.perm is not None:
+            raise ValueError("key_lens needs a plan without a node order (perm)")
+    p.key_lens = NULL
+    if lens is not None:
+        p.key_lens = <const int64_t*>_data(lens)
+    p.scale = scale
+    p.dout = p.out = p.lse = NULL
+    p.dq = p.dk = p.dv = NULL
+    out = np.empty(q.shape, q.dtype)
+    lse = np.empty(q.shape[:3], q.dtype)
+    p.out_w = cnp.PyArray_DATA(<cnp.ndarray>out)
+    p.lse_w = cnp.PyArray_DATA(<cnp.ndarray>lse)
+    cdef int code = _isa_code(isa)
+    threads = max(1, threads)
+    with nogil:
+        c_forward(p, threads, code)
+    return out, lse
+
+
+def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=1, isa=None):
+    """attention_backward(dout, q, k, v, out, lse, plan, scale, threads=1, isa=None)
+
+    Gradients of :func:`attention_forward` with respect to q, k and v, recomputing the probabilities from lse.
+
+    Parameters
+    ----------
+    dout : ndarray like q
+        Gradient of the loss with respect to ``out``.
+    q, k, v, plan, scale, threads, isa :
+        As given to :func:`attention_forward`.
+    out, lse :
+        What :func:`attention_forward` returned (lse in any float dtype; -inf marks rows that see no key).
+
+    Returns
+    -------
+    dq : ndarray (B, H, n_q, D) of q's dtype
+    dk, dv : ndarray (B, Hk, n_k, D) of q's dtype
+        Summed over the query heads of each KV head.
+
+    Notes
+    -----
+    Deterministic: a result does not depend on how the work fell to the threads. With fewer (batch, head) pairs
+    than threads can share evenly, each pair's key blocks are split into ranges whose dq shares are summed in
+    order, so dq's rounding depends on ``threads``.
+    """
+    cdef AttentionProblem p
+    q, k, v = _inputs(&p, q, k, v)
+    dout, out = _rows(dout, "dout", q.dtype), _rows(out, "out", q.dtype)
+    if dout.shape != q.shape or out.shape != q.shape:
+        raise ValueError(f"dout {dout.shape} and out {out.shape} must have q's shape {q.shape}")
+    lse = np.ascontiguousarray(lse, dtype=q.dtype)
+    if lse.shape != q.shape[:3]:
+        raise ValueError(f"lse must have shape {q.shape[:3]}; got {lse.shape}")
+    cdef _PlanView view = _PlanView(plan, p.B, p.H, p.n_q, p.n_k)
+    view.fill(plan, &p)
+    p.key_lens = NULL
+    p.scale = scale
+    p.dout, p.out, p.lse = _data(dout), _data(out), _data(lse)
+    _strides(dout, p.do_stride)
+    _strides(out, p.o_stride)
+    p.out_w = p.lse_w = NULL
+    dq = np.empty(q.shape, q.dtype)
+    dk = np.empty(k.shape, q.dtype)
+    dv = np.empty(k.shape, q.dtype)
+    p.dq = cnp.PyArray_DATA(<cnp.ndarray>dq)
+    p.dk = cnp.PyArray_DATA(<cnp.ndarray>dk)
+    p.dv = cnp.PyArray_DATA(<cnp.ndarray>dv)
+    cdef int code = _isa_code(isa)
+    threads = max(1, threads)
+    with nogil:
+        c_backward(p, threads, code)
+    return dq, dk, dv

@@ -1,0 +1,715 @@
+// Block-sparse flash attention on the CPU: forward and backward over a block plan, float and double.
+//
+// Included once by each attention_<isa>.cpp, which defines
+//   MASKPREP_ISA_NAMESPACE  the namespace of its entries (isa_avx512, isa_avx2, isa_generic),
+//   MASKPREP_VECTOR_BYTES   the vector width its compiler flags allow (64, 32, 16),
+//   MASKPREP_MICRO_ROWS     the rows of a register tile (as many accumulators as the register file holds).
+// Everything below those entries has internal linkage, and nothing here instantiates a library template that another
+// translation unit could instantiate too: the linker must never pick a copy built for a wider instruction set.
+//
+// The algorithm is the exact blockwise reference's (maskattn/backends/reference.py), with the work laid out for
+// registers: K^T and V (and, for the backward, Q, dO, K and V^T) are packed once per call into zero-padded tiles,
+// so every product is a register-tiled kernel over aligned rows (`gemm`); scores live in base 2 (Q is packed
+// scaled by scale * log2(e)), so the softmax is one vectorised exp2 per element (`exp2v`). Work units: the
+// forward takes one (batch, head, query block) each, heaviest first; the backward one (batch, head, range of key
+// blocks), which owns its dK, dV rows and accumulates dQ in a buffer of its own (FlashAttention 2's order, without
+// atomics). Results are the same whatever thread runs a unit.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "attention.hpp"
+
+#ifndef MASKPREP_ISA_NAMESPACE
+#define MASKPREP_ISA_NAMESPACE isa_generic
+#endif
+#ifndef MASKPREP_VECTOR_BYTES
+#define MASKPREP_VECTOR_BYTES 16
+#endif
+#ifndef MASKPREP_MICRO_ROWS
+#define MASKPREP_MICRO_ROWS 4
+#endif
+
+namespace maskprep {
+namespace MASKPREP_ISA_NAMESPACE {
+namespace {
+
+constexpr int VB = MASKPREP_VECTOR_BYTES;
+constexpr int MR = MASKPREP_MICRO_ROWS;  // rows of a register tile
+constexpr int NV = 2;                    // vectors per register-tile row
+constexpr uint8_t PARTIAL_TILE = 2;
+constexpr double LOG2E = 1.4426950408889634074;
+constexpr double LN2 = 0.69314718055994530942;
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  typedef float V __attribute__((vector_size(VB)));
+  typedef int32_t I __attribute__((vector_size(VB)));
+  typedef int32_t Idx;  // interval bounds, lane for lane with V
+  static constexpr int W = VB / 4;
+};
+template <>
+struct Simd<double> {
+  typedef double V __attribute__((vector_size(VB)));
+  typedef int64_t I __attribute__((vector_size(VB)));
+  typedef int64_t Idx;
+  static constexpr int W = VB / 8;
+};
+
+template <class V, class T>
+inline V load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+template <class V, class T>
+inline void store(T* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+template <class V, class T>
+inline V splat(T x) {
+  return x - V{};  // x - (+0) is x exactly, so this folds to a broadcast
+}
+
+template <class V>
+inline V vmax(V a, V b) {
+  return a > b ? a : b;
+}
+
+template <class T>
+inline T neg_inf() {
+  return -std::numeric_limits<T>::infinity();
+}
+
+template <class T>
+inline int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+inline float exp2s(float x) { return ::exp2f(x); }
+inline double exp2s(double x) { return ::exp2(x); }
+inline float log2s(float x) { return ::log2f(x); }
+inline double log2s(double x) { return ::log2(x); }
+
+// (ln 2)^i / i!, i = 0..D: the Taylor coefficients of 2^f in f
+template <int D>
+struct Exp2Taylor {
+  double c[D + 1];
+  constexpr Exp2Taylor() : c() {
+    c[0] = 1.0;
+    for (int i = 1; i <= D; ++i) c[i] = c[i - 1] * LN2 / i;
+  }
+};
+
+// 2^x per lane, to within 1 ulp for x >= the smallest normal exponent, 0 below it (and at -inf): x = n + f with
+// n an integer and |f| <= 1/2, 2^f by its Taylor series in f ln 2 (degree 7 for float, 13 for double: the first
+// neglected term is below half an ulp), 2^n put into the exponent bits.
+template <class T>
+struct Exp2Consts;
+template <>
+struct Exp2Consts<float> {
+  static constexpr int degree = 7, bias = 127, mantissa = 23;
+  static constexpr float lo = -126.0f, hi = 127.0f, magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integer
+};
+template <>
+struct Exp2Consts<double> {
+  static constexpr int degree = 13, bias = 1023, mantissa = 52;
+  static constexpr double lo = -1022.0, hi = 1023.0, magic = 6755399441055744.0;  // 1.5 * 2^52
+};
+
+template <class T>
+inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
+  using C = Exp2Consts<T>;
+  const V lo = splat<V>(C::lo), hi = splat<V>(C::hi), magic = splat<V>(C::magic);
+  V xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  const V r = xc + magic;
+  const V f = xc - (r - magic);
+  constexpr Exp2Taylor<C::degree> taylor{};
+  V p = splat<V>(static_cast<T>(taylor.c[C::degree]));
+#pragma GCC unroll 16
+  for (int i = C::degree - 1; i >= 0; --i) p = p * f + static_cast<T>(taylor.c[i]);
+  // the low bits of r hold n; the difference of the two bit patterns is n itself
+  const I e = ((reinterpret_cast<const I&>(r) - reinterpret_cast<const I&>(magic)) + C::bias) << C::mantissa;
+  const V y = p * reinterpret_cast<const V&>(e);
+  return x < lo ? V{} : y;
+}
+
+template <class T, class V>
+inline T hmax(V v) {
+  T m = v[0];
+  for (int i = 1; i < int(sizeof(V) / sizeof(T)); ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+template <class T, class V>
+inline T hsum(V v) {
+  T s = v[0];
+  for (int i = 1; i < int(sizeof(V) / sizeof(T)); ++i) s += v[i];
+  return s;
+}
+
+// ------------------------------------------------------------------------------------------------------ products
+
+// One register tile: C[MR][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks] (a_ks = 1:
+// rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned.
+template <class T, bool ACC>
+inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
+                          int64_t ldb, T* __restrict c, int64_t ldc) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[r][j] = ACC ? load<V>(c + r * ldc + j * W) : V{};
+  for (int64_t k = 0; k < K; ++k) {
+    V bk[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bk[j] = load<V>(b + k * ldb + j * W);
+    const T* ak = a + k * a_ks;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const T ar = ak[r * a_rs];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[r][j] += ar * bk[j];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) store(c + r * ldc + j * W, acc[r][j]);
+}
+
+// C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
+template <class T, bool ACC>
+void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks, const T* b, int64_t ldb, T* c,
+          int64_t ldc) {
+  constexpr int64_t NC = NV * Simd<T>::W;
+  for (int64_t j = 0; j < N; j += NC)
+    for (int64_t i = 0; i < M; i += MR) register_tile<T, ACC>(K, a + i * a_rs, a_rs, a_ks, b + j, ldb, c + i * ldc + j, ldc);
+}
+
+// ------------------------------------------------------------------------------------------------------ buffers
+
+template <class T>
+struct Buffer {  // zeroed, 64-byte aligned; a plain owner, so that no library template is instantiated here
+  T* data = nullptr;
+  explicit Buffer(int64_t count) {
+    const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
+    data = static_cast<T*>(::operator new(bytes, std::align_val_t(64)));
+    std::memset(data, 0, bytes);
+  }
+  ~Buffer() { ::operator delete(data, std::align_val_t(64)); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// ------------------------------------------------------------------------------------------------------ geometry
+
+// What every unit of one call shares: the problem, its padded geometry, the packed operands.
+template <class T>
+struct Call {
+  using Idx = typename Simd<T>::Idx;
+  const AttentionProblem& p;
+  int64_t tm, tn;  // the plan's tile
+  int64_t tnp;     // tn rounded up to whole register tiles (and MR rows)
+  int64_t Dp;      // D rounded up to whole register tiles
+  int64_t M, N;    // query and key blocks
+  int64_t rep;     // query heads per KV head
+  int64_t BH;
+  T scale2;  // scale * log2(e): Q is packed with it, so scores are in base 2
+  int64_t tile_words;
+  // packed operands (null where a direction does not use them)
+  T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
+  T* vp = nullptr;  // (B * Hk, N * tnp, Dp): V rows
+  T* kp = nullptr;  // (B * Hk, N * tnp, Dp): K rows
+  T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
+  T* qs = nullptr;  // (B * H, M * tm, Dp): Q * scale2
+  T* dop = nullptr;  // (B * H, M * tm, Dp): dO
+  T* lse2 = nullptr;  // (B * H, M * tm): lse * log2(e); +inf where no key is seen and past n_q
+  T* delta = nullptr;  // (B * H, M * tm): rowsum(dO * O)
+  // backward bookkeeping
+  int64_t chunks = 1;          // key-block ranges per (batch, head)
+  int64_t* chunk_begin = nullptr;  // (G, chunks + 1)
+  T* dq_acc = nullptr;         // (B * H, chunks, M * tm, Dp)
+  T* dkh = nullptr;            // GQA: (B * H, N * tnp, Dp) per query head, summed afterwards
+  T* dvh = nullptr;
+  // per-thread scratch: `scratch_stride` elements each
+  T* scratch = nullptr;
+  int64_t scratch_stride = 0;
+
+  explicit Call(const AttentionProblem& prob) : p(prob) {
+    constexpr int64_t NC = NV * Simd<T>::W;
+    tm = p.tile_m;
+    tn = p.tile_n;
+    tnp = round_up<T>(round_up<T>(tn, NC), MR);
+    Dp = round_up<T>(p.D, NC);
+    M = (p.n_q + tm - 1) / tm;
+    N = (p.n_k + tn - 1) / tn;
+    rep = p.H / p.Hk;
+    BH = p.B * p.H;
+    scale2 = static_cast<T>(p.scale * LOG2E);
+    tile_words = tm * tn / 32;
+  }
+
+  int64_t group(int64_t b, int64_t h) const {
+    return (p.mask_B > 1 ? b : 0) * p.mask_H + (p.mask_H > 1 ? h : 0);
+  }
+  int64_t token(int64_t pos) const { return p.perm ? p.perm[pos] : pos; }
+  const T* row_of(const void* base, const int64_t* stride, int64_t b, int64_t h, int64_t row) const {
+    return static_cast<const T*>(base) + b * stride[0] + h * stride[1] + row * stride[2];
+  }
+  T* kt_block(int64_t bk, int64_t n) const { return kt + (bk * N + n) * Dp * tnp; }
+  T* vt_block(int64_t bk, int64_t n) const { return vt + (bk * N + n) * Dp * tnp; }
+  T* vp_rows(int64_t bk, int64_t n) const { return vp + (bk * N + n) * tnp * Dp; }
+  T* kp_rows(int64_t bk, int64_t n) const { return kp + (bk * N + n) * tnp * Dp; }
+};
+
+// Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tnp x Dp), zero past the
+// key extent and past D.
+template <class T>
+void pack_keys(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bk = unit / c.N, n = unit % c.N, b = bk / p.Hk, kv = bk % p.Hk;
+  const int64_t cols = imin(c.tn, p.n_k - n * c.tn);
+  T* kt = c.kt ? c.kt_block(bk, n) : nullptr;
+  T* vt = c.vt ? c.vt_block(bk, n) : nullptr;
+  T* kp = c.kp ? c.kp_rows(bk, n) : nullptr;
+  T* vp = c.vp ? c.vp_rows(bk, n) : nullptr;
+  for (int64_t j = 0; j < cols; ++j) {
+    const int64_t tok = c.token(n * c.tn + j);
+    const T* krow = c.row_of(p.k, p.k_stride, b, kv, tok);
+    const T* vrow = c.row_of(p.v, p.v_stride, b, kv, tok);
+    for (int64_t d = 0; d < p.D; ++d) {
+      if (kt) kt[d * c.tnp + j] = krow[d];
+      if (vt) vt[d * c.tnp + j] = vrow[d];
+    }
+    if (kp) std::memcpy(kp + j * c.Dp, krow, p.D * sizeof(T));
+    if (vp) std::memcpy(vp + j * c.Dp, vrow, p.D * sizeof(T));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------ masking
+
+// Applies the plan's mask to a PARTIAL tile's scores: -inf where an element is masked. rows: valid query rows of
+// the tile, r0 its first plan row; cols: its valid key columns (those past `cols` are set to -inf by the caller).
+template <class T>
+void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* words, int64_t tn) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
+  constexpr int W = Simd<T>::W;
+  I lane;
+  for (int i = 0; i < W; ++i) lane[i] = i;
+  const V ninf = splat<V>(neg_inf<T>());
+  const uint32_t low = W == 32 ? ~0u : (1u << W) - 1u;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t off = r * tn;  // tn and W divide 32 or each other: W bits never straddle a word
+    for (int64_t j = 0; j < cols; j += W) {
+      const int64_t bit = off + j;
+      const uint32_t chunk = (words[bit >> 5] >> (bit & 31)) & low;
+      const I seen = (splat<I>(static_cast<typename Simd<T>::Idx>(chunk)) >> lane) & 1;
+      const V x = load<V>(s + r * ld + j);
+      store(s + r * ld + j, seen == 0 ? ninf : x);
+    }
+  }
+}
+
+template <class T>
+void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, const int32_t* iv,
+                    typename Simd<T>::Idx* planar, int64_t tnp) {
+  using Idx = typename Simd<T>::Idx;
+  Idx* lts = planar;
+  Idx* lte = planar + tnp;
+  Idx* uts = planar + 2 * tnp;
+  Idx* ute = planar + 3 * tnp;
+  for (int64_t j = 0; j < cols; ++j) {
+    lts[j] = iv[4 * j];
+    lte[j] = iv[4 * j + 1];
+    uts[j] = iv[4 * j + 2];
+    ute[j] = iv[4 * j + 3];
+  }
+  const T ninf = neg_inf<T>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const Idx i = static_cast<Idx>(r0 + r);
+    T* row = s + r * ld;
+    for (int64_t j = 0; j < cols; ++j) {
+      const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
+      row[j] = masked ? ninf : row[j];
+    }
+  }
+}
+
+// Masks entry (g, m, n) of the plan: its payload if PARTIAL, and the columns past `cols` always.
+template <class T>
+void mask_tile(const Call<T>& c, T* s, int64_t rows, int64_t g, int64_t m, int64_t n, uint8_t kind, int32_t payload,
+               int64_t cols, typename Simd<T>::Idx* planar) {
+  const AttentionProblem& p = c.p;
+  if (kind == PARTIAL_TILE) {
+    if (p.intervals)
+      mask_intervals<T>(s, c.tnp, rows, m * c.tm, cols, p.intervals + (g * p.n_k + n * c.tn) * 4, planar, c.tnp);
+    else
+      mask_bits<T>(s, c.tnp, rows, cols, p.bit_pool + payload * c.tile_words, c.tn);
+  }
+  if (cols < c.tnp) {
+    const T ninf = neg_inf<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = cols; j < c.tnp; ++j) s[r * c.tnp + j] = ninf;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------ forward
+
+// Thread scratch of the forward: the query tile, scores, output accumulator, row maxima and sums, interval bounds.
+template <class T>
+struct ForwardScratch {
+  T *q, *s, *o, *mx, *l;
+  typename Simd<T>::Idx* planar;
+  static int64_t size(const Call<T>& c) {
+    return 2 * c.tm * c.Dp + c.tm * c.tnp + 2 * c.tm + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+  }
+  ForwardScratch(const Call<T>& c, int thread) {
+    q = c.scratch + thread * c.scratch_stride;
+    s = q + c.tm * c.Dp;
+    o = s + c.tm * c.tnp;
+    mx = o + c.tm * c.Dp;
+    l = mx + c.tm;
+    planar = reinterpret_cast<typename Simd<T>::Idx*>(l + c.tm);
+  }
+};
+
+// Online softmax over one tile of base-2 scores (rows x ncols, masked elements -inf): row maxima and sums updated,
+// the output rows rescaled, the scores replaced by their probabilities (0 where masked).
+template <class T>
+void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const T ninf = neg_inf<T>();
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = s + r * c.tnp;
+    V top = splat<V>(ninf);
+    for (int64_t j = 0; j < ncols; j += W) top = vmax(top, load<V>(row + j));
+    const T row_max = hmax<T>(top);
+    const T new_max = row_max > mx[r] ? row_max : mx[r];
+    // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
+    const T shift = new_max == ninf ? T(0) : new_max;
+    const V vshift = splat<V>(shift);
+    V sum{};
+    for (int64_t j = 0; j < ncols; j += W) {
+      const V e = exp2v<T>(load<V>(row + j) - vshift);
+      store(row + j, e);
+      sum += e;
+    }
+    const T alpha = exp2s(mx[r] - shift);
+    l[r] = alpha * l[r] + hsum<T>(sum);
+    if (alpha != T(1)) {
+      const V va = splat<V>(alpha);
+      for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
+    }
+    mx[r] = new_max;
+  }
+}
+
+template <class T>
+void forward_unit(Call<T>& c, int64_t unit, int thread) {
+  const AttentionProblem& p = c.p;
+  const int64_t rank = unit / c.BH, bh = unit % c.BH, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
+  const int64_t g = c.group(b, h);
+  const int64_t m = p.m_order ? p.m_order[g * c.M + rank] : rank;
+  const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
+  ForwardScratch<T> w(c, thread);
+  const T ninf = neg_inf<T>();
+  for (int64_t r = 0; r < rows_p; ++r) {
+    T* qrow = w.q + r * c.Dp;
+    if (r < rows) {
+      const T* src = c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r));
+      for (int64_t d = 0; d < p.D; ++d) qrow[d] = src[d] * c.scale2;
+    } else {
+      for (int64_t d = 0; d < p.D; ++d) qrow[d] = 0;
+    }
+    for (int64_t d = p.D; d < c.Dp; ++d) qrow[d] = 0;
+    for (int64_t d = 0; d < c.Dp; ++d) w.o[r * c.Dp + d] = 0;
+    w.mx[r] = ninf;
+    w.l[r] = 0;
+  }
+  int64_t key_end = p.n_k;
+  if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
+  const int64_t bk = b * p.Hk + kv;
+  const int64_t* row_ptr = p.row_ptr + g * (c.M + 1);
+  for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
+    const int64_t n = p.col_idx[e], c0 = n * c.tn;
+    if (c0 >= key_end) break;  // key blocks ascend
+    const int64_t cols = imin(c.tn, key_end - c0);
+    gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
+    mask_tile<T>(c, w.s, rows_p, g, m, n, p.kind[e], p.payload_idx ? p.payload_idx[e] : -1, cols, w.planar);
+    const int64_t ncols = round_up<T>(cols, Simd<T>::W);
+    online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l);
+    gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.vp_rows(bk, n), c.Dp, w.o, c.Dp);
+  }
+  T* out = static_cast<T*>(p.out_w);
+  T* lse = static_cast<T*>(p.lse_w);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t tok = c.token(r0 + r);
+    T* dst = out + ((b * p.H + h) * p.n_q + tok) * p.D;
+    // a row with a visible key has l >= 1 (its maximum contributes 2^0)
+    if (w.l[r] > 0) {
+      const T inv = T(1) / w.l[r];
+      for (int64_t d = 0; d < p.D; ++d) dst[d] = w.o[r * c.Dp + d] * inv;
+      lse[(b * p.H + h) * p.n_q + tok] = static_cast<T>((w.mx[r] + log2s(w.l[r])) * LN2);
+    } else {
+      for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
+      lse[(b * p.H + h) * p.n_q + tok] = ninf;
+    }
+  }
+}
+
+template <class T>
+void run_forward(const AttentionProblem& p, int threads) {
+  Call<T> c(p);
+  Buffer<T> kt(p.B * p.Hk * c.N * c.Dp * c.tnp), vp(p.B * p.Hk * c.N * c.tnp * c.Dp);
+  c.kt = kt.data;
+  c.vp = vp.data;
+  parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
+               &c);
+  const int64_t units = c.M * c.BH;
+  threads = static_cast<int>(imax(1, imin(threads, units)));
+  c.scratch_stride = round_up<T>(ForwardScratch<T>::size(c), 64);
+  Buffer<T> scratch(threads * c.scratch_stride);
+  c.scratch = scratch.data;
+  parallel_for(units, threads,
+               [](void* ctx, int64_t u, int t) { forward_unit(*static_cast<Call<T>*>(ctx), u, t); }, &c);
+}
+
+// ------------------------------------------------------------------------------------------------------ backward
+
+template <class T>
+struct BackwardScratch {
+  T *s, *dp, *dk, *dv;
+  typename Simd<T>::Idx* planar;
+  static int64_t size(const Call<T>& c) {
+    return 2 * c.tm * c.tnp + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+  }
+  BackwardScratch(const Call<T>& c, int thread) {
+    s = c.scratch + thread * c.scratch_stride;
+    dp = s + c.tm * c.tnp;
+    dk = dp + c.tm * c.tnp;
+    dv = dk + c.tnp * c.Dp;
+    planar = reinterpret_cast<typename Simd<T>::Idx*>(dv + c.tnp * c.Dp);
+  }
+};
+
+// Query block m of (batch, head) bh, packed: Q * scale2, dO, lse in base 2, delta = rowsum(dO * O).
+template <class T>
+void pack_queries(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bh = unit / c.M, m = unit % c.M, b = bh / p.H, h = bh % p.H;
+  const T inf = std::numeric_limits<T>::infinity();
+  const T* lse = static_cast<const T*>(p.lse) + bh * p.n_q;
+  for (int64_t r = m * c.tm; r < (m + 1) * c.tm; ++r) {
+    const int64_t at = bh * c.M * c.tm + r;
+    if (r >= p.n_q) {
+      c.lse2[at] = inf;  // rows past n_q: P = 0
+      continue;
+    }
+    const int64_t tok = c.token(r);
+    const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
+    const T* dout = c.row_of(p.dout, p.do_stride, b, h, tok);
+    const T* o = c.row_of(p.out, p.o_stride, b, h, tok);
+    T* qs = c.qs + at * c.Dp;
+    T* dop = c.dop + at * c.Dp;
+    T delta = 0;
+    for (int64_t d = 0; d < p.D; ++d) {
+      qs[d] = q[d] * c.scale2;
+      dop[d] = dout[d];
+      delta += dout[d] * o[d];
+    }
+    c.delta[at] = delta;
+    // +inf on rows that see no key makes P = exp2(scores - inf) = 0 there, whatever the scores are
+    c.lse2[at] = lse[tok] == -inf ? inf : static_cast<T>(lse[tok] * LOG2E);
+  }
+}
+
+// Key blocks [chunk_begin[g, i], chunk_begin[g, i + 1]) of (batch, head) bh: dK, dV of those blocks (for this head),
+// and this range's share of dQ.
+template <class T>
+void backward_unit(Call<T>& c, int64_t unit, int thread) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const AttentionProblem& p = c.p;
+  const int64_t bh = unit / c.chunks, chunk = unit % c.chunks, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
+  const int64_t g = c.group(b, h), bk = b * p.Hk + kv;
+  const int64_t Mq = c.M * c.tm;
+  BackwardScratch<T> w(c, thread);
+  T* dq = c.dq_acc + (bh * c.chunks + chunk) * Mq * c.Dp;
+  const T* qs = c.qs + bh * Mq * c.Dp;
+  const T* dop = c.dop + bh * Mq * c.Dp;
+  const T* lse2 = c.lse2 + bh * Mq;
+  const T* delta = c.delta + bh * Mq;
+  const int64_t* col_ptr = p.col_ptr + g * (c.N + 1);
+  const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
+  for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
+    const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
+    std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
+    std::memset(w.dv, 0, c.tnp * c.Dp * sizeof(T));
+    for (int64_t e = col_ptr[n]; e < col_ptr[n + 1]; ++e) {
+      const int64_t m = p.row_idx[e], r0 = m * c.tm;
+      const int64_t rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
+      const T* q = qs + r0 * c.Dp;
+      const T* dout = dop + r0 * c.Dp;
+      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
+      mask_tile<T>(c, w.s, rows_p, g, m, n, p.bwd_kind[e], p.bwd_payload_idx ? p.bwd_payload_idx[e] : -1, cols,
+                   w.planar);
+      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp);
+      for (int64_t r = 0; r < rows_p; ++r) {
+        const V l2 = splat<V>(lse2[r0 + r]), dl = splat<V>(delta[r0 + r]);
+        T* srow = w.s + r * c.tnp;
+        T* drow = w.dp + r * c.tnp;
+        for (int64_t j = 0; j < c.tnp; j += W) {
+          const V prob = exp2v<T>(load<V>(srow + j) - l2);
+          store(srow + j, prob);
+          store(drow + j, prob * (load<V>(drow + j) - dl));  // dS
+        }
+      }
+      // dV += P^T dO, dK += dS^T (Q * scale2), dQ += dS K
+      gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp);
+      gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp);
+      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.kp_rows(bk, n), c.Dp, dq + r0 * c.Dp, c.Dp);
+    }
+    // dK = scale dS^T Q = ln 2 * dS^T (Q * scale2)
+    const T ln2 = static_cast<T>(LN2);
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t tok = c.token(c0 + j);
+      if (c.rep == 1) {
+        T* dk = static_cast<T*>(p.dk) + (bk * p.n_k + tok) * p.D;
+        T* dv = static_cast<T*>(p.dv) + (bk * p.n_k + tok) * p.D;
+        for (int64_t d = 0; d < p.D; ++d) {
+          dk[d] = w.dk[j * c.Dp + d] * ln2;
+          dv[d] = w.dv[j * c.Dp + d];
+        }
+      } else {  // this query head's share, summed over the KV head's query heads afterwards
+        T* dk = c.dkh + (bh * c.N * c.tnp + c0 + j) * c.Dp;
+        T* dv = c.dvh + (bh * c.N * c.tnp + c0 + j) * c.Dp;
+        for (int64_t d = 0; d < p.D; ++d) {
+          dk[d] = w.dk[j * c.Dp + d] * ln2;
+          dv[d] = w.dv[j * c.Dp + d];
+        }
+      }
+    }
+  }
+}
+
+// dQ rows of query block m of (batch, head) bh: the ranges' shares summed in order, times scale, in caller order.
+template <class T>
+void finish_dq(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bh = unit / c.M, m = unit % c.M;
+  const int64_t Mq = c.M * c.tm;
+  const T scale = static_cast<T>(p.scale);
+  for (int64_t r = m * c.tm; r < imin(p.n_q, (m + 1) * c.tm); ++r) {
+    T* dst = static_cast<T*>(p.dq) + (bh * p.n_q + c.token(r)) * p.D;
+    const T* src = c.dq_acc + (bh * c.chunks * Mq + r) * c.Dp;
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = src[d];
+    for (int64_t i = 1; i < c.chunks; ++i)
+      for (int64_t d = 0; d < p.D; ++d) dst[d] += src[i * Mq * c.Dp + d];
+    for (int64_t d = 0; d < p.D; ++d) dst[d] *= scale;
+  }
+}
+
+// GQA: dK and dV rows of key block n of (batch, KV head) bk, the query heads' shares summed in head order.
+template <class T>
+void finish_dkdv(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bk = unit / c.N, n = unit % c.N, b = bk / p.Hk, kv = bk % p.Hk;
+  for (int64_t j = n * c.tn; j < imin(p.n_k, (n + 1) * c.tn); ++j) {
+    const int64_t tok = c.token(j);
+    T* dk = static_cast<T*>(p.dk) + (bk * p.n_k + tok) * p.D;
+    T* dv = static_cast<T*>(p.dv) + (bk * p.n_k + tok) * p.D;
+    for (int64_t d = 0; d < p.D; ++d) dk[d] = dv[d] = 0;
+    for (int64_t i = 0; i < c.rep; ++i) {
+      const int64_t bh = b * p.H + kv * c.rep + i;
+      const T* sk = c.dkh + (bh * c.N * c.tnp + j) * c.Dp;
+      const T* sv = c.dvh + (bh * c.N * c.tnp + j) * c.Dp;
+      for (int64_t d = 0; d < p.D; ++d) {
+        dk[d] += sk[d];
+        dv[d] += sv[d];
+      }
+    }
+  }
+}
+
+template <class T>
+void run_backward(const AttentionProblem& p, int threads) {
+  Call<T> c(p);
+  const int64_t groups = p.mask_B * p.mask_H, Mq = c.M * c.tm;
+  // Enough work units for every thread: whole (batch, head)s when they divide among the threads or are many, else
+  // each (batch, head)'s key blocks in ranges of about equal entries, each with a dQ buffer of its own.
+  if (threads > 1 && c.BH % threads != 0 && c.BH < 4 * threads)
+    c.chunks = imax(1, imin(c.N, (4 * threads + c.BH - 1) / c.BH));
+  Buffer<int64_t> bounds(groups * (c.chunks + 1));
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t* col_ptr = p.col_ptr + g * (c.N + 1);
+    const int64_t total = col_ptr[c.N] - col_ptr[0];
+    int64_t* b = bounds.data + g * (c.chunks + 1);
+    int64_t n = 0;
+    for (int64_t i = 0; i < c.chunks; ++i) {
+      b[i] = n;
+      while (n < c.N && (col_ptr[n] - col_ptr[0]) * c.chunks < total * (i + 1)) ++n;
+    }
+    b[c.chunks] = c.N;
+  }
+  c.chunk_begin = bounds.data;
+  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp;
+  Buffer<T> kt(kv_tiles), vt(kv_tiles), kp(kv_tiles);
+  Buffer<T> qs(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(c.BH * Mq), delta(c.BH * Mq);
+  Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp);
+  const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
+  Buffer<T> dkh(head_keys), dvh(head_keys);
+  c.kt = kt.data, c.vt = vt.data, c.kp = kp.data, c.qs = qs.data, c.dop = dop.data, c.lse2 = lse2.data;
+  c.delta = delta.data, c.dq_acc = dq_acc.data, c.dkh = dkh.data, c.dvh = dvh.data;
+  parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
+               &c);
+  parallel_for(c.BH * c.M, threads, [](void* ctx, int64_t u, int) { pack_queries(*static_cast<Call<T>*>(ctx), u); },
+               &c);
+  const int64_t units = c.BH * c.chunks;
+  const int workers = static_cast<int>(imax(1, imin(threads, units)));
+  c.scratch_stride = round_up<T>(BackwardScratch<T>::size(c), 64);
+  Buffer<T> scratch(workers * c.scratch_stride);
+  c.scratch = scratch.data;
+  parallel_for(units, workers, [](void* ctx, int64_t u, int t) { backward_unit(*static_cast<Call<T>*>(ctx), u, t); },
+               &c);
+  parallel_for(c.BH * c.M, threads, [](void* ctx, int64_t u, int) { finish_dq(*static_cast<Call<T>*>(ctx), u); }, &c);
+  if (c.rep > 1)
+    parallel_for(p.B * p.Hk * c.N, threads,
+                 [](void* ctx, int64_t u, int) { finish_dkdv(*static_cast<Call<T>*>(ctx), u); }, &c);
+}
+
+}  // namespace
+
+void forward(const AttentionProblem& p, int threads) {
+  if (p.dtype_bytes == 4)
+    run_forward<float>(p, threads);
+  else
+    run_forward<double>(p, threads);
+}
+
+void backward(const AttentionProblem& p, int threads) {
+  if (p.dtype_bytes == 4)
+    run_backward<float>(p, threads);
+  else
+    run_backward<double>(p, threads);
+}
+
+}  // namespace MASKPREP_ISA_NAMESPACE
+}  // namespace maskprep
