@@ -9,8 +9,9 @@
 //
 // The algorithm is the exact blockwise reference's (maskattn/backends/reference.py), with the work laid out for
 // registers: K^T and V (and, for the backward, Q, dO, K and V^T) are packed once per call into zero-padded tiles,
-// so every product is a register-tiled kernel over aligned rows (`gemm`); scores live in base 2 (Q is packed
-// scaled by scale * log2(e)), so the softmax is one vectorised exp2 per element (`exp2v`). Work units: the
+// so every product is a register-tiled kernel over aligned rows (`gemm`); the softmax works in base 2 with the scale
+// folded into the exponent, exp2(s * scale * log2(e) - shift) by fused multiply-adds in which scale * log2(e) and the
+// backward's lse * log2(e) are each a pair of T (high and low part), so that neither is rounded to T (`exp2v`). Work units: the
 // forward takes one (batch, head, query block) each, heaviest first; the backward one (batch, head, range of key
 // blocks), which owns its dK, dV rows and accumulates dQ in a buffer of its own (FlashAttention 2's order, without
 // atomics). Results are the same whatever thread runs a unit.
@@ -32,6 +33,9 @@
 #endif
 #ifndef MASKPREP_MICRO_ROWS
 #define MASKPREP_MICRO_ROWS 4
+#endif
+#ifndef MASKPREP_KB
+#define MASKPREP_KB 32
 #endif
 
 namespace maskprep {
@@ -164,7 +168,9 @@ inline T hsum(V v) {
 // ------------------------------------------------------------------------------------------------------ products
 
 // One register tile: C[MR][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks] (a_ks = 1:
-// rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned.
+// rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned. The sum
+// starts from zero and is added to C at the end, so that a tile's share is rounded at its own size (as the
+// reference's tile products are), not at the size of everything accumulated before it.
 template <class T, bool ACC>
 inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
                           int64_t ldb, T* __restrict c, int64_t ldc) {
@@ -174,7 +180,7 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) acc[r][j] = ACC ? load<V>(c + r * ldc + j * W) : V{};
+    for (int j = 0; j < NV; ++j) acc[r][j] = V{};
   for (int64_t k = 0; k < K; ++k) {
     V bk[NV];
 #pragma GCC unroll 4
@@ -190,16 +196,26 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) store(c + r * ldc + j * W, acc[r][j]);
+    for (int j = 0; j < NV; ++j) store(c + r * ldc + j * W, ACC ? load<V>(c + r * ldc + j * W) + acc[r][j] : acc[r][j]);
 }
 
 // C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
+// K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
+// price of one pass over C per block).
+constexpr int64_t KB = MASKPREP_KB;
 template <class T, bool ACC>
 void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks, const T* b, int64_t ldb, T* c,
           int64_t ldc) {
   constexpr int64_t NC = NV * Simd<T>::W;
   for (int64_t j = 0; j < N; j += NC)
-    for (int64_t i = 0; i < M; i += MR) register_tile<T, ACC>(K, a + i * a_rs, a_rs, a_ks, b + j, ldb, c + i * ldc + j, ldc);
+    for (int64_t i = 0; i < M; i += MR) {
+      const T* ai = a + i * a_rs;
+      T* ci = c + i * ldc + j;
+      const int64_t first = K < KB ? K : KB;
+      register_tile<T, ACC>(first, ai, a_rs, a_ks, b + j, ldb, ci, ldc);
+      for (int64_t k = first; k < K; k += KB)
+        register_tile<T, true>(K - k < KB ? K - k : KB, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------------ buffers
@@ -230,16 +246,17 @@ struct Call {
   int64_t M, N;    // query and key blocks
   int64_t rep;     // query heads per KV head
   int64_t BH;
-  T scale2;  // scale * log2(e): Q is packed with it, so scores are in base 2
+  T scale2, scale2_lo;  // scale * log2(e) = scale2 + scale2_lo: exponents are scores * scale * log2(e) - shift
   int64_t tile_words;
   // packed operands (null where a direction does not use them)
   T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
   T* vp = nullptr;  // (B * Hk, N * tnp, Dp): V rows
   T* kp = nullptr;  // (B * Hk, N * tnp, Dp): K rows
   T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
-  T* qs = nullptr;  // (B * H, M * tm, Dp): Q * scale2
+  T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
   T* dop = nullptr;  // (B * H, M * tm, Dp): dO
-  T* lse2 = nullptr;  // (B * H, M * tm): lse * log2(e); +inf where no key is seen and past n_q
+  T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
+                      // n_q
   T* delta = nullptr;  // (B * H, M * tm): rowsum(dO * O)
   // backward bookkeeping
   int64_t chunks = 1;          // key-block ranges per (batch, head)
@@ -262,6 +279,7 @@ struct Call {
     rep = p.H / p.Hk;
     BH = p.B * p.H;
     scale2 = static_cast<T>(p.scale * LOG2E);
+    scale2_lo = static_cast<T>(p.scale * LOG2E - double(scale2));
     tile_words = tm * tn / 32;
   }
 
@@ -390,25 +408,28 @@ struct ForwardScratch {
   }
 };
 
-// Online softmax over one tile of base-2 scores (rows x ncols, masked elements -inf): row maxima and sums updated,
-// the output rows rescaled, the scores replaced by their probabilities (0 where masked).
+// Online softmax over one tile of scores (rows x ncols, masked elements -inf): row maxima and sums updated (in base 2:
+// exponents are scores * scale2), the output rows rescaled, the scores replaced by their probabilities (0 where
+// masked).
 template <class T>
 void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
+  const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * c.tnp;
     V top = splat<V>(ninf);
     for (int64_t j = 0; j < ncols; j += W) top = vmax(top, load<V>(row + j));
-    const T row_max = hmax<T>(top);
+    const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
     const T new_max = row_max > mx[r] ? row_max : mx[r];
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
     const T shift = new_max == ninf ? T(0) : new_max;
     const V vshift = splat<V>(shift);
     V sum{};
     for (int64_t j = 0; j < ncols; j += W) {
-      const V e = exp2v<T>(load<V>(row + j) - vshift);
+      const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
+      const V e = exp2v<T>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
       store(row + j, e);
       sum += e;
     }
@@ -435,7 +456,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     T* qrow = w.q + r * c.Dp;
     if (r < rows) {
       const T* src = c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r));
-      for (int64_t d = 0; d < p.D; ++d) qrow[d] = src[d] * c.scale2;
+      for (int64_t d = 0; d < p.D; ++d) qrow[d] = src[d];
     } else {
       for (int64_t d = 0; d < p.D; ++d) qrow[d] = 0;
     }
@@ -465,9 +486,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     T* dst = out + ((b * p.H + h) * p.n_q + tok) * p.D;
     // a row with a visible key has l >= 1 (its maximum contributes 2^0)
     if (w.l[r] > 0) {
-      const T inv = T(1) / w.l[r];
-      for (int64_t d = 0; d < p.D; ++d) dst[d] = w.o[r * c.Dp + d] * inv;
-      lse[(b * p.H + h) * p.n_q + tok] = static_cast<T>((w.mx[r] + log2s(w.l[r])) * LN2);
+      for (int64_t d = 0; d < p.D; ++d) dst[d] = w.o[r * c.Dp + d] / w.l[r];
+      // in double, so that the result is rounded once
+      lse[(b * p.H + h) * p.n_q + tok] = static_cast<T>((double(w.mx[r]) + log2s(double(w.l[r]))) * LN2);
     } else {
       for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
       lse[(b * p.H + h) * p.n_q + tok] = ninf;
@@ -510,7 +531,7 @@ struct BackwardScratch {
   }
 };
 
-// Query block m of (batch, head) bh, packed: Q * scale2, dO, lse in base 2, delta = rowsum(dO * O).
+// Query block m of (batch, head) bh, packed: Q, dO, lse in base 2, delta = rowsum(dO * O) (each rounded once).
 template <class T>
 void pack_queries(Call<T>& c, int64_t unit) {
   const AttentionProblem& p = c.p;
@@ -520,24 +541,23 @@ void pack_queries(Call<T>& c, int64_t unit) {
   for (int64_t r = m * c.tm; r < (m + 1) * c.tm; ++r) {
     const int64_t at = bh * c.M * c.tm + r;
     if (r >= p.n_q) {
-      c.lse2[at] = inf;  // rows past n_q: P = 0
+      c.lse2[2 * at] = inf;  // rows past n_q: P = 0
+      c.lse2[2 * at + 1] = 0;
       continue;
     }
     const int64_t tok = c.token(r);
     const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
     const T* dout = c.row_of(p.dout, p.do_stride, b, h, tok);
     const T* o = c.row_of(p.out, p.o_stride, b, h, tok);
-    T* qs = c.qs + at * c.Dp;
-    T* dop = c.dop + at * c.Dp;
-    T delta = 0;
-    for (int64_t d = 0; d < p.D; ++d) {
-      qs[d] = q[d] * c.scale2;
-      dop[d] = dout[d];
-      delta += dout[d] * o[d];
-    }
-    c.delta[at] = delta;
+    std::memcpy(c.qp + at * c.Dp, q, p.D * sizeof(T));
+    std::memcpy(c.dop + at * c.Dp, dout, p.D * sizeof(T));
+    double delta = 0;
+    for (int64_t d = 0; d < p.D; ++d) delta += double(dout[d]) * double(o[d]);
+    c.delta[at] = static_cast<T>(delta);
     // +inf on rows that see no key makes P = exp2(scores - inf) = 0 there, whatever the scores are
-    c.lse2[at] = lse[tok] == -inf ? inf : static_cast<T>(lse[tok] * LOG2E);
+    const double lse2 = lse[tok] == -inf ? double(inf) : double(lse[tok]) * LOG2E;
+    c.lse2[2 * at] = static_cast<T>(lse2);
+    c.lse2[2 * at + 1] = lse[tok] == -inf ? T(0) : static_cast<T>(lse2 - double(c.lse2[2 * at]));
   }
 }
 
@@ -553,9 +573,9 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const int64_t Mq = c.M * c.tm;
   BackwardScratch<T> w(c, thread);
   T* dq = c.dq_acc + (bh * c.chunks + chunk) * Mq * c.Dp;
-  const T* qs = c.qs + bh * Mq * c.Dp;
+  const T* qp = c.qp + bh * Mq * c.Dp;
   const T* dop = c.dop + bh * Mq * c.Dp;
-  const T* lse2 = c.lse2 + bh * Mq;
+  const T* lse2 = c.lse2 + 2 * bh * Mq;
   const T* delta = c.delta + bh * Mq;
   const int64_t* col_ptr = p.col_ptr + g * (c.N + 1);
   const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
@@ -566,43 +586,46 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
     for (int64_t e = col_ptr[n]; e < col_ptr[n + 1]; ++e) {
       const int64_t m = p.row_idx[e], r0 = m * c.tm;
       const int64_t rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
-      const T* q = qs + r0 * c.Dp;
+      const T* q = qp + r0 * c.Dp;
       const T* dout = dop + r0 * c.Dp;
       gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
       mask_tile<T>(c, w.s, rows_p, g, m, n, p.bwd_kind[e], p.bwd_payload_idx ? p.bwd_payload_idx[e] : -1, cols,
                    w.planar);
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp);
+      const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
+      const V lowest = splat<V>(std::numeric_limits<T>::lowest());
       for (int64_t r = 0; r < rows_p; ++r) {
-        const V l2 = splat<V>(lse2[r0 + r]), dl = splat<V>(delta[r0 + r]);
+        const V l2 = splat<V>(lse2[2 * (r0 + r)]), l2_lo = splat<V>(lse2[2 * (r0 + r) + 1]);
+        const V dl = splat<V>(delta[r0 + r]);
         T* srow = w.s + r * c.tnp;
         T* drow = w.dp + r * c.tnp;
         for (int64_t j = 0; j < c.tnp; j += W) {
-          const V prob = exp2v<T>(load<V>(srow + j) - l2);
+          const V x = vmax(load<V>(srow + j), lowest);  // as in online_softmax
+          const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
           store(srow + j, prob);
           store(drow + j, prob * (load<V>(drow + j) - dl));  // dS
         }
       }
-      // dV += P^T dO, dK += dS^T (Q * scale2), dQ += dS K
+      // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
       gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp);
       gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp);
       gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.kp_rows(bk, n), c.Dp, dq + r0 * c.Dp, c.Dp);
     }
-    // dK = scale dS^T Q = ln 2 * dS^T (Q * scale2)
-    const T ln2 = static_cast<T>(LN2);
+    const T scale = static_cast<T>(p.scale);
     for (int64_t j = 0; j < cols; ++j) {
       const int64_t tok = c.token(c0 + j);
       if (c.rep == 1) {
         T* dk = static_cast<T*>(p.dk) + (bk * p.n_k + tok) * p.D;
         T* dv = static_cast<T*>(p.dv) + (bk * p.n_k + tok) * p.D;
         for (int64_t d = 0; d < p.D; ++d) {
-          dk[d] = w.dk[j * c.Dp + d] * ln2;
+          dk[d] = w.dk[j * c.Dp + d] * scale;
           dv[d] = w.dv[j * c.Dp + d];
         }
       } else {  // this query head's share, summed over the KV head's query heads afterwards
         T* dk = c.dkh + (bh * c.N * c.tnp + c0 + j) * c.Dp;
         T* dv = c.dvh + (bh * c.N * c.tnp + c0 + j) * c.Dp;
         for (int64_t d = 0; d < p.D; ++d) {
-          dk[d] = w.dk[j * c.Dp + d] * ln2;
+          dk[d] = w.dk[j * c.Dp + d] * scale;
           dv[d] = w.dv[j * c.Dp + d];
         }
       }
@@ -672,11 +695,11 @@ void run_backward(const AttentionProblem& p, int threads) {
   c.chunk_begin = bounds.data;
   const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp;
   Buffer<T> kt(kv_tiles), vt(kv_tiles), kp(kv_tiles);
-  Buffer<T> qs(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(c.BH * Mq), delta(c.BH * Mq);
+  Buffer<T> qp(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(2 * c.BH * Mq), delta(c.BH * Mq);
   Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp);
   const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
   Buffer<T> dkh(head_keys), dvh(head_keys);
-  c.kt = kt.data, c.vt = vt.data, c.kp = kp.data, c.qs = qs.data, c.dop = dop.data, c.lse2 = lse2.data;
+  c.kt = kt.data, c.vt = vt.data, c.kp = kp.data, c.qp = qp.data, c.dop = dop.data, c.lse2 = lse2.data;
   c.delta = delta.data, c.dq_acc = dq_acc.data, c.dkh = dkh.data, c.dvh = dvh.data;
   parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
                &c);
