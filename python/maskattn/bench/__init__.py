@@ -7,6 +7,7 @@
 - :mod:`.sdpa` (``--sdpa``): ``maskattn.torch.scaled_dot_product_attention`` beside torch's SDPA with the same dense
   mask, planned on the GPU in every call, and the plan alone;
 - :mod:`.overhead` (``--overhead``): host time of one call;
+- :mod:`.cpu` (``--cpu``): the CPU kernels on NumPy float32 beside torch's SDPA on the CPU and the float32 GEMM rate;
 - :mod:`.workloads`: the seeded workload masks (shared with the demo and the asv suite).
 """
 
@@ -17,9 +18,11 @@ import pathlib
 
 from . import workloads
 
+DEFAULT_N, DEFAULT_HEADS, DEFAULT_HEAD_DIM = [8192, 16384], 16, 128  # the GPU modes'; --cpu has its own (bench.cpu)
+
 
 def main(args) -> int:
-    from . import attention, decode, host, overhead, sdpa
+    from . import attention, cpu, decode, host, overhead, sdpa
 
     out_dir = pathlib.Path(args.out) if args.out else None
     if out_dir is not None:
@@ -27,7 +30,7 @@ def main(args) -> int:
     if args.overhead:
         overhead.run(args)
         return 0
-    for mode, module in (("decode", decode), ("sdpa", sdpa)):
+    for mode, module in (("decode", decode), ("sdpa", sdpa), ("cpu", cpu)):
         if getattr(args, mode):
             rows = module.run(args)
             _report(rows, module.markdown(rows), mode, out_dir)
@@ -56,15 +59,18 @@ def _report(rows, table: str, name: str, out_dir):
 
 
 def add_arguments(p):
-    p.add_argument("--n", type=int, nargs="+", default=[8192, 16384])
+    p.add_argument("--n", type=int, nargs="+", default=DEFAULT_N)
     p.add_argument("--workloads", nargs="+", default=list(workloads.NAMES), choices=workloads.NAMES,
                    metavar="NAME")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--heads", type=int, default=DEFAULT_HEADS)
+    p.add_argument("--head-dim", type=int, default=DEFAULT_HEAD_DIM)
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--backward", action="store_true", help="also time forward+backward")
     p.add_argument("--host", action="store_true", help="time only the plan compiler, on the CPU")
+    p.add_argument("--cpu", action="store_true",
+                   help="the CPU kernels (NumPy float32) beside torch SDPA on the CPU with the dense mask and the float32 "
+                        "GEMM rate, fwd and fwd+bwd (n 4096 16384, H 8, D 64 unless given)")
     p.add_argument("--sdpa", action="store_true",
                    help="GPU: maskattn.torch.scaled_dot_product_attention against SDPA with the same dense mask, "
                         "planned in every call (--backward: also the host plan's forward+backward)")
@@ -77,7 +83,8 @@ def add_arguments(p):
     p.add_argument("--plans-only", action="store_true",
                    help="GPU: time only plan compile + upload beside Flex's create_block_mask")
     p.add_argument("--tile", type=int, nargs=2, default=[128, 128], help="--host: the tile to compile for")
-    p.add_argument("--threads", type=int, default=None, help="--host: compile threads for dense / sparse masks")
+    p.add_argument("--threads", type=int, default=None,
+                   help="--host: compile threads for dense / sparse masks; --cpu: the kernels' and torch's threads")
     p.add_argument("--reps", type=int, default=50, help="--host: repetitions per workload")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="folder for bench.json, bench.md and bench.png")

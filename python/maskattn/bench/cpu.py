@@ -1,0 +1,168 @@
+"""``python -m maskattn bench --cpu``: the CPU kernels (``backends.cpu``, NumPy float32) on every workload beside torch's
+SDPA on the CPU with the dense boolean mask (when torch is importable), forward and forward+backward, and the
+machine's dense float32 GEMM rate as the yardstick of what its cores can do.
+
+The targets of issue 20: maskattn's time at most 1.25 x (density x SDPA's time with the dense mask), and at most half
+SDPA's time wherever the density is 0.25 or less. ``vs target`` is maskattn's time over that bound (<= 1 meets it).
+Defaults where not given: n 4096 and 16384, H 8, D 64, the threads of ``backends.cpu.threads`` for both libraries.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import maskattn
+from maskattn.backends import cpu
+
+from . import workloads
+from .common import fmt, ratio, try_
+
+CPU_N = (4096, 16384)
+CPU_HEADS, CPU_HEAD_DIM = 8, 64
+
+
+def _median_s(fn, reps: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def gemm_gflops(n: int = 4096) -> float:
+    """The machine's dense float32 GEMM rate in GFLOP/s: NumPy's BLAS on n x n matrices, with its own threads."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    return 2 * n**3 / _median_s(lambda: a @ b, 3) / 1e9
+
+
+def target_ms(density: float, sdpa_ms):
+    """Issue 20's bound on maskattn's time: 1.25 x density x SDPA's, and half SDPA's where density <= 0.25."""
+    if sdpa_ms is None:
+        return None
+    bound = 1.25 * density * sdpa_ms
+    return min(bound, 0.5 * sdpa_ms) if density <= 0.25 else bound
+
+
+def _defaults(args):
+    """The CPU mode's shapes where the command line left the GPU modes' defaults."""
+    from . import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_N
+
+    ns = CPU_N if list(args.n) == list(DEFAULT_N) else tuple(args.n)
+    heads = CPU_HEADS if args.heads == DEFAULT_HEADS else args.heads
+    head_dim = CPU_HEAD_DIM if args.head_dim == DEFAULT_HEAD_DIM else args.head_dim
+    return ns, heads, head_dim
+
+
+def run(args) -> list[dict]:
+    ns, H, D = _defaults(args)
+    B = args.batch
+    threads = args.threads or cpu.threads()
+    try:
+        import torch
+        import torch.nn.functional as F
+
+        torch.set_num_threads(threads)
+    except ImportError:
+        torch = None
+        print("torch is not importable: the SDPA columns are skipped", flush=True)
+    from .._maskprep import attention as kernels
+
+    gemm = gemm_gflops()
+    print(f"CPU kernels: {kernels.best_isa()}, {threads} threads, tile {cpu.TILE}; float32 GEMM (NumPy's BLAS) "
+          f"{gemm:.0f} GFLOP/s" + (f"; torch {torch.__version__} with {torch.get_num_threads()} threads" if torch else ""),
+          flush=True)
+    rows = []
+    for n in ns:
+        reps, sdpa_reps = (5, 2) if n <= 8192 else (3, 1)
+        for name in args.workloads:
+            spec = workloads.build(name, n, seed=args.seed)
+            start = time.perf_counter()
+            plan = maskattn.compile_mask(spec, cpu.TILE)
+            compile_ms = (time.perf_counter() - start) * 1e3
+            n_q, n_k = spec.n_q, spec.n_k
+            stats = plan.stats(D)
+            rng = np.random.default_rng(args.seed)
+            q = rng.standard_normal((B, H, n_q, D), dtype=np.float32)
+            k, v = (rng.standard_normal((B, H, n_k, D), dtype=np.float32) for _ in range(2))
+            do = rng.standard_normal((B, H, n_q, D), dtype=np.float32)
+            scale = D ** -0.5
+            row = {"n": n, "workload": name, "B": B, "H": H, "D": D, "n_q": n_q, "n_k": n_k, "threads": threads,
+                   "density": stats["density"], "computed": stats["computed_pairs"] / (n_q * n_k),
+                   "compile_ms": compile_ms, "gemm_gflops": gemm}
+            errors = []
+
+            def forward():
+                return cpu.forward(q, k, v, plan, scale, threads=threads)
+
+            def forward_backward():
+                out, lse = forward()
+                return cpu.backward(do, q, k, v, out, lse, plan, scale, threads=threads)
+
+            row["fwd_ms"] = _median_s(forward, reps) * 1e3
+            row["fwdbwd_ms"] = _median_s(forward_backward, reps) * 1e3
+            useful = 4 * D * B * H * stats["density"] * n_q * n_k  # FLOP of the forward's true pairs
+            row["fwd_gflops"] = useful / row["fwd_ms"] / 1e6
+            row["fwdbwd_gflops"] = 3.5 * useful / row["fwdbwd_ms"] / 1e6  # the backward does 2.5 x the forward's
+            if torch is not None:
+                mask = torch.as_tensor(np.ascontiguousarray(spec.to_dense()[0, 0]))
+                tq, tk, tv, tdo = (torch.from_numpy(x) for x in (q, k, v, do))
+
+                def sdpa():
+                    with torch.no_grad():
+                        return F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, scale=scale)
+
+                def sdpa_fwd_bwd():
+                    a, b, c = (x.detach().requires_grad_() for x in (tq, tk, tv))
+                    F.scaled_dot_product_attention(a, b, c, attn_mask=mask, scale=scale).backward(tdo)
+
+                row["sdpa_fwd_ms"] = try_(lambda: _median_s(sdpa, sdpa_reps) * 1e3, errors, "sdpa forward")
+                row["sdpa_fwdbwd_ms"] = try_(lambda: _median_s(sdpa_fwd_bwd, sdpa_reps) * 1e3, errors, "sdpa backward")
+                ref = try_(sdpa, errors, "sdpa")
+                if ref is not None:  # rows that see no key: SDPA gives NaN, maskattn 0
+                    seen = mask.any(-1).numpy()
+                    ours, ref = forward()[0][:, :, seen], ref.numpy()[:, :, seen]
+                    row["rel_err_vs_sdpa"] = float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
+                del mask, ref
+            for part in ("fwd", "fwdbwd"):
+                row[f"{part}_target_ms"] = target_ms(row["density"], row.get(f"sdpa_{part}_ms"))
+                row[f"{part}_vs_target"] = ratio(row[f"{part}_ms"], row[f"{part}_target_ms"])
+            row["errors"] = errors
+            rows.append(row)
+            print_row(row)
+    return rows
+
+
+def print_row(row):
+    line = (f"{row['n']:6d} {row['workload']:16s} dens {row['density']:.3f} comp {row['computed']:.3f} "
+            f"| compile {row['compile_ms']:7.2f} ms")
+    for part, label in (("fwd", "fwd"), ("fwdbwd", "fwd+bwd")):
+        line += (f" | {label} {row[f'{part}_ms']:9.1f} ms ({row[f'{part}_gflops']:5.0f} GF/s) "
+                 f"sdpa {fmt(row.get(f'sdpa_{part}_ms'), '.1f')} vs target {fmt(row[f'{part}_vs_target'], '.2f')}")
+    line += f" | err vs sdpa {fmt(row.get('rel_err_vs_sdpa'), '.1e')}"
+    print(line, flush=True)
+    for err in row["errors"]:
+        print(f"    ! {err}", flush=True)
+
+
+def markdown(rows) -> str:
+    head = ["n", "workload", "density", "computed", "fwd ms", "SDPA fwd ms", "fwd / (density x SDPA)",
+            "fwd vs target", "fwd GFLOP/s (% GEMM)", "fwd+bwd ms", "SDPA fwd+bwd ms", "fwd+bwd / (density x SDPA)",
+            "fwd+bwd vs target", "fwd+bwd GFLOP/s (% GEMM)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["n"], r["workload"], f"{r['density']:.4f}", f"{r['computed']:.4f}"]
+        for part in ("fwd", "fwdbwd"):
+            sdpa = r.get(f"sdpa_{part}_ms")
+            scaled = ratio(r[f"{part}_ms"], None if sdpa is None else r["density"] * sdpa)
+            met = r[f"{part}_vs_target"]
+            cells += [f"{r[f'{part}_ms']:.1f}", fmt(sdpa, ".1f"), fmt(scaled, ".2f"),
+                      "-" if met is None else f"{met:.2f} {'met' if met <= 1 else 'MISSED'}",
+                      f"{r[f'{part}_gflops']:.0f} ({100 * r[f'{part}_gflops'] / r['gemm_gflops']:.0f}%)"]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(lines)
