@@ -54,6 +54,15 @@ struct AttentionProblem {
   const int32_t* m_order;    // (G, M)
   const int64_t* perm;       // plan position -> caller token, or null
   const int64_t* key_lens;   // forward: (B,) keys to see per batch, or null
+
+  // the element path (element_lists.hpp), or all null: blocks marked sparse take their rows' keys (forward) or
+  // their keys' rows (backward) one by one instead of whole tiles
+  const uint8_t* fwd_sparse;  // (G, M)
+  const int64_t* erow_ptr;    // (G, n_q + 1)
+  const int32_t* ecols;
+  const uint8_t* bwd_sparse;  // (G, N)
+  const int64_t* ecol_ptr;    // (G, n_k + 1)
+  const int32_t* erows;
 };
 
 // Runs fn(ctx, unit, thread) for every unit in [0, units) on `threads` threads (the caller's among them), units

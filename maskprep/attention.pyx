@@ -9,7 +9,9 @@ kernels of ``attention_kernels.hpp`` for the widest instruction set the CPU has 
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcpy
 from libcpp cimport bool as cbool
+from libcpp.vector cimport vector
 
 import numpy as np
 cimport numpy as cnp
@@ -53,13 +55,45 @@ cdef extern from "attention.hpp" namespace "maskprep" nogil:
         const int32_t* m_order
         const int64_t* perm
         const int64_t* key_lens
+        const uint8_t* fwd_sparse
+        const int64_t* erow_ptr
+        const int32_t* ecols
+        const uint8_t* bwd_sparse
+        const int64_t* ecol_ptr
+        const int32_t* erows
     int c_best_isa "maskprep::best_isa"()
     cbool c_isa_available "maskprep::isa_available"(int isa)
     void c_forward "maskprep::attention_forward"(const AttentionProblem& p, int threads, int isa) except +
     void c_backward "maskprep::attention_backward"(const AttentionProblem& p, int threads, int isa) except +
 
 
+cdef extern from "element_lists.hpp" namespace "maskprep" nogil:
+    cdef cppclass ElementLists:
+        vector[uint8_t] fwd_sparse
+        vector[int64_t] row_ptr
+        vector[int32_t] cols
+        vector[uint8_t] bwd_sparse
+        vector[int64_t] col_ptr
+        vector[int32_t] rows
+    cdef struct BitsPlan:
+        int64_t groups, n_q, n_k, tile_m, tile_n
+        const int64_t* row_ptr
+        const int32_t* col_idx
+        const uint8_t* kind
+        const int32_t* payload_idx
+        const int64_t* col_ptr
+        const int32_t* row_idx
+        const uint8_t* bwd_kind
+        const int32_t* bwd_payload_idx
+        const uint32_t* bit_pool
+        int64_t pool_tiles
+    void c_element_lists "maskprep::element_lists"(const BitsPlan& p, double max_density, ElementLists& out) except +
+
+
 ISAS = ("generic", "avx2", "avx512")
+# A query (key) block of a bits plan takes the element path where the true elements of its tiles are at most this
+# share of their area (measured: docs/performance.md, "CPU backend").
+SPARSE_DENSITY = 0.25
 
 
 def available_isas():
@@ -135,6 +169,9 @@ cdef class _PlanView:
             if bool(np.any(self.arrays["kind"] != 1)):
                 raise ValueError("plan has PARTIAL tiles but neither intervals nor a bit pool")
 
+    def __getitem__(self, str name):
+        return self.arrays[name]
+
     cdef const void* at(self, str name):
         x = self.arrays[name]
         return NULL if x is None or x.size == 0 else cnp.PyArray_DATA(<cnp.ndarray>x)
@@ -154,6 +191,89 @@ cdef class _PlanView:
         p.intervals = <const int32_t*>self.at("intervals")
         p.m_order = <const int32_t*>self.at("m_order")
         p.perm = <const int64_t*>self.at("perm")
+
+
+cdef object _vector_array(const void* data, size_t count, dtype):
+    out = np.empty(count, dtype)
+    if count:
+        memcpy(cnp.PyArray_DATA(<cnp.ndarray>out), data, count * out.itemsize)
+    return out
+
+
+def element_lists(plan, double max_density=SPARSE_DENSITY):
+    """element_lists(plan, max_density=SPARSE_DENSITY)
+
+    The element path's lists of a bits plan: which query and key blocks hold so few true elements that the kernels
+    take them one by one, and those elements (``element_lists.hpp``). O(bit pool + true elements of those blocks).
+
+    Parameters
+    ----------
+    plan : maskattn.plan.BlockMask
+    max_density : float
+        A block is sparse where the true elements of its listed tiles are at most this share of their area.
+
+    Returns
+    -------
+    tuple of ndarray or None
+        ``(fwd_sparse (G, M) uint8, row_ptr (G, n_q + 1) int64, cols int32, bwd_sparse (G, N) uint8,
+        col_ptr (G, n_k + 1) int64, rows int32)`` for :func:`attention_forward` and :func:`attention_backward`;
+        None where no block is sparse (and for plans without bits).
+    """
+    if plan.bit_pool is None or plan.payload_idx is None:
+        return None
+    G = int(plan.shape[0]) * int(plan.shape[1])
+    cdef _PlanView view = _PlanView(plan, int(plan.shape[0]), int(plan.shape[1]), int(plan.shape[2]),
+                                    int(plan.shape[3]))
+    cdef BitsPlan b
+    b.groups, b.n_q, b.n_k = G, int(plan.shape[2]), int(plan.shape[3])
+    b.tile_m, b.tile_n = map(int, plan.tile)
+    b.row_ptr = <const int64_t*>view.at("row_ptr")
+    b.col_idx = <const int32_t*>view.at("col_idx")
+    b.kind = <const uint8_t*>view.at("kind")
+    b.payload_idx = <const int32_t*>view.at("payload_idx")
+    b.col_ptr = <const int64_t*>view.at("col_ptr")
+    b.row_idx = <const int32_t*>view.at("row_idx")
+    b.bwd_kind = <const uint8_t*>view.at("bwd_kind")
+    b.bwd_payload_idx = <const int32_t*>view.at("bwd_payload_idx")
+    b.bit_pool = <const uint32_t*>view.at("bit_pool")
+    b.pool_tiles = view["bit_pool"].shape[0]
+    cdef ElementLists out
+    with nogil:
+        c_element_lists(b, max_density, out)
+    fwd = _vector_array(out.fwd_sparse.data(), out.fwd_sparse.size(), np.uint8).reshape(G, -1)
+    bwd = _vector_array(out.bwd_sparse.data(), out.bwd_sparse.size(), np.uint8).reshape(G, -1)
+    if not fwd.any() and not bwd.any():
+        return None
+    return (fwd, _vector_array(out.row_ptr.data(), out.row_ptr.size(), np.int64).reshape(G, -1),
+            _vector_array(out.cols.data(), out.cols.size(), np.int32),
+            bwd, _vector_array(out.col_ptr.data(), out.col_ptr.size(), np.int64).reshape(G, -1),
+            _vector_array(out.rows.data(), out.rows.size(), np.int32))
+
+
+cdef object _lists(AttentionProblem* p, lists, int64_t G, int64_t n_q, int64_t n_k, int64_t M, int64_t N):
+    """Checks ``element_lists``'s arrays against the problem and points p at them; returns them (held by the
+    caller while the kernels run)."""
+    p.fwd_sparse = p.bwd_sparse = NULL
+    p.erow_ptr = p.ecol_ptr = NULL
+    p.ecols = p.erows = NULL
+    if lists is None:
+        return None
+    fwd, row_ptr, cols, bwd, col_ptr, rows = lists
+    fwd, bwd = np.ascontiguousarray(fwd, np.uint8), np.ascontiguousarray(bwd, np.uint8)
+    row_ptr, col_ptr = np.ascontiguousarray(row_ptr, np.int64), np.ascontiguousarray(col_ptr, np.int64)
+    cols, rows = np.ascontiguousarray(cols, np.int32), np.ascontiguousarray(rows, np.int32)
+    if (fwd.shape != (G, M) or bwd.shape != (G, N) or row_ptr.shape != (G, n_q + 1) or col_ptr.shape != (G, n_k + 1)
+            or row_ptr[-1, -1] != cols.size or col_ptr[-1, -1] != rows.size):
+        raise ValueError("element lists do not fit this plan (made by element_lists for another one?)")
+    p.fwd_sparse = <const uint8_t*>_data(fwd)
+    p.bwd_sparse = <const uint8_t*>_data(bwd)
+    p.erow_ptr = <const int64_t*>_data(row_ptr)
+    p.ecol_ptr = <const int64_t*>_data(col_ptr)
+    if cols.size:
+        p.ecols = <const int32_t*>_data(cols)
+    if rows.size:
+        p.erows = <const int32_t*>_data(rows)
+    return fwd, row_ptr, cols, bwd, col_ptr, rows
 
 
 cdef object _inputs(AttentionProblem* p, q, k, v):
@@ -176,8 +296,8 @@ cdef object _inputs(AttentionProblem* p, q, k, v):
     return q, k, v
 
 
-def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1, isa=None):
-    """attention_forward(q, k, v, plan, scale, key_lens=None, threads=1, isa=None)
+def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1, isa=None, lists=None):
+    """attention_forward(q, k, v, plan, scale, key_lens=None, threads=1, isa=None, lists=None)
 
     Masked attention ``softmax(scale * q k^T + mask) v`` over the tiles the plan lists.
 
@@ -196,6 +316,8 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
         Worker threads.
     isa : {None, "generic", "avx2", "avx512"}
         The kernels' instruction set; None: :func:`best_isa`.
+    lists : tuple, optional
+        What :func:`element_lists` returned for this plan: its sparse blocks take the element path.
 
     Returns
     -------
@@ -206,6 +328,8 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
     q, k, v = _inputs(&p, q, k, v)
     cdef _PlanView view = _PlanView(plan, p.B, p.H, p.n_q, p.n_k)
     view.fill(plan, &p)
+    held = _lists(&p, lists, p.mask_B * p.mask_H, p.n_q, p.n_k, (p.n_q + p.tile_m - 1) // p.tile_m,
+                  (p.n_k + p.tile_n - 1) // p.tile_n)
     lens = None
     if key_lens is not None:
         lens = np.ascontiguousarray(key_lens, dtype=np.int64)
@@ -230,8 +354,8 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
     return out, lse
 
 
-def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=1, isa=None):
-    """attention_backward(dout, q, k, v, out, lse, plan, scale, threads=1, isa=None)
+def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=1, isa=None, lists=None):
+    """attention_backward(dout, q, k, v, out, lse, plan, scale, threads=1, isa=None, lists=None)
 
     Gradients of :func:`attention_forward` with respect to q, k and v, recomputing the probabilities from lse.
 
@@ -239,7 +363,7 @@ def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=
     ----------
     dout : ndarray like q
         Gradient of the loss with respect to ``out``.
-    q, k, v, plan, scale, threads, isa :
+    q, k, v, plan, scale, threads, isa, lists :
         As given to :func:`attention_forward`.
     out, lse :
         What :func:`attention_forward` returned (lse in any float dtype; -inf marks rows that see no key).
@@ -266,6 +390,8 @@ def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=
         raise ValueError(f"lse must have shape {q.shape[:3]}; got {lse.shape}")
     cdef _PlanView view = _PlanView(plan, p.B, p.H, p.n_q, p.n_k)
     view.fill(plan, &p)
+    held = _lists(&p, lists, p.mask_B * p.mask_H, p.n_q, p.n_k, (p.n_q + p.tile_m - 1) // p.tile_m,
+                  (p.n_k + p.tile_n - 1) // p.tile_n)
     p.key_lens = NULL
     p.scale = scale
     p.dout, p.out, p.lse = _data(dout), _data(out), _data(lse)

@@ -151,18 +151,48 @@ inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
   return x < lo ? V{} : y;
 }
 
+// The lanes of v folded in halves (max or sum): log2(W) steps.
+template <class T, int BYTES, bool MAX>
+struct Fold {
+  typedef T V __attribute__((vector_size(BYTES)));
+  typedef T H __attribute__((vector_size(BYTES / 2)));
+  static T run(V v) {
+    H lo, hi;
+    std::memcpy(&lo, &v, sizeof(H));
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(H), sizeof(H));
+    return Fold<T, BYTES / 2, MAX>::run(MAX ? (lo > hi ? lo : hi) : lo + hi);
+  }
+};
+template <class T, bool MAX>
+struct Fold<T, sizeof(T), MAX> {
+  typedef T V __attribute__((vector_size(sizeof(T))));
+  static T run(V v) { return v[0]; }
+};
+
 template <class T, class V>
 inline T hmax(V v) {
-  T m = v[0];
-  for (int i = 1; i < int(sizeof(V) / sizeof(T)); ++i) m = v[i] > m ? v[i] : m;
-  return m;
+  return Fold<T, sizeof(V), true>::run(v);
 }
 
 template <class T, class V>
 inline T hsum(V v) {
-  T s = v[0];
-  for (int i = 1; i < int(sizeof(V) / sizeof(T)); ++i) s += v[i];
-  return s;
+  return Fold<T, sizeof(V), false>::run(v);
+}
+
+// dot(a, b) over n elements, n a multiple of the vector width, both aligned
+template <class T>
+inline T dot(const T* a, const T* b, int64_t n) {
+  using V = typename Simd<T>::V;
+  V acc{};
+  for (int64_t d = 0; d < n; d += Simd<T>::W) acc += load<V>(a + d) * load<V>(b + d);
+  return hsum<T>(acc);
+}
+
+// y += alpha * x over n elements, n a multiple of the vector width
+template <class T>
+inline void axpy(T* y, T alpha, const T* x, int64_t n) {
+  using V = typename Simd<T>::V;
+  for (int64_t d = 0; d < n; d += Simd<T>::W) store(y + d, load<V>(y + d) + alpha * load<V>(x + d));
 }
 
 // ------------------------------------------------------------------------------------------------------ products
@@ -294,6 +324,9 @@ struct Call {
   T* vt_block(int64_t bk, int64_t n) const { return vt + (bk * N + n) * Dp * tnp; }
   T* vp_rows(int64_t bk, int64_t n) const { return vp + (bk * N + n) * tnp * Dp; }
   T* kp_rows(int64_t bk, int64_t n) const { return kp + (bk * N + n) * tnp * Dp; }
+  int64_t key_row(int64_t j) const { return (j / tn) * tnp + j % tn; }  // key position j's row in kp / vp
+  bool fwd_elements(int64_t g, int64_t m) const { return p.fwd_sparse && p.fwd_sparse[g * M + m]; }
+  bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
 };
 
 // Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tnp x Dp), zero past the
@@ -395,13 +428,16 @@ template <class T>
 struct ForwardScratch {
   T *q, *s, *o, *mx, *l;
   typename Simd<T>::Idx* planar;
+  static int64_t scores(const Call<T>& c) {  // a tile's, or one row's over every key on the element path
+    return round_up<T>(imax(c.tm * c.tnp, c.p.fwd_sparse ? c.p.n_k + Simd<T>::W : 0), Simd<T>::W);
+  }
   static int64_t size(const Call<T>& c) {
-    return 2 * c.tm * c.Dp + c.tm * c.tnp + 2 * c.tm + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+    return 2 * c.tm * c.Dp + scores(c) + 2 * c.tm + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
   }
   ForwardScratch(const Call<T>& c, int thread) {
     q = c.scratch + thread * c.scratch_stride;
     s = q + c.tm * c.Dp;
-    o = s + c.tm * c.tnp;
+    o = s + scores(c);
     mx = o + c.tm * c.Dp;
     l = mx + c.tm;
     planar = reinterpret_cast<typename Simd<T>::Idx*>(l + c.tm);
@@ -443,6 +479,48 @@ void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T
   }
 }
 
+// The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
+// row, a sum of V rows), for rows whose tiles are mostly masked. q rows are in w.q already; writes w.o, w.mx, w.l as
+// the tile path leaves them.
+template <class T>
+void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bk, int64_t r0, int64_t rows,
+                      int64_t key_end) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const AttentionProblem& p = c.p;
+  const T ninf = neg_inf<T>();
+  const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const T* kp = c.kp_rows(bk, 0);
+  const T* vp = c.vp_rows(bk, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
+    const int32_t* keys = p.ecols + ptr[0];
+    int64_t count = ptr[1] - ptr[0];
+    while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
+    const T* q = w.q + r * c.Dp;
+    T* sc = w.s;
+    for (int64_t t = 0; t < count; ++t) sc[t] = dot(q, kp + c.key_row(keys[t]) * c.Dp, c.Dp);
+    const int64_t padded = round_up<T>(count, W);
+    for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
+    V top = splat<V>(ninf);
+    for (int64_t t = 0; t < padded; t += W) top = vmax(top, load<V>(sc + t));
+    const T row_max = hmax<T>(top) * c.scale2;
+    const T shift = row_max == ninf ? T(0) : row_max;
+    const V vshift = splat<V>(shift);
+    V sum{};
+    for (int64_t t = 0; t < padded; t += W) {
+      const V x = vmax(load<V>(sc + t), lowest);
+      const V e = exp2v<T>(x * lo + (x * hi - vshift));
+      store(sc + t, e);
+      sum += e;
+    }
+    T* o = w.o + r * c.Dp;
+    for (int64_t t = 0; t < count; ++t) axpy(o, sc[t], vp + c.key_row(keys[t]) * c.Dp, c.Dp);
+    w.mx[r] = row_max;
+    w.l[r] = hsum<T>(sum);
+  }
+}
+
 template <class T>
 void forward_unit(Call<T>& c, int64_t unit, int thread) {
   const AttentionProblem& p = c.p;
@@ -469,7 +547,8 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
   const int64_t bk = b * p.Hk + kv;
   const int64_t* row_ptr = p.row_ptr + g * (c.M + 1);
-  for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
+  if (c.fwd_elements(g, m)) forward_elements<T>(c, w, g, bk, r0, rows, key_end);
+  for (int64_t e = c.fwd_elements(g, m) ? row_ptr[m + 1] : row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
     const int64_t cols = imin(c.tn, key_end - c0);
@@ -499,9 +578,11 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
 template <class T>
 void run_forward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
-  Buffer<T> kt(p.B * p.Hk * c.N * c.Dp * c.tnp), vp(p.B * p.Hk * c.N * c.tnp * c.Dp);
+  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp;
+  Buffer<T> kt(kv_tiles), vp(kv_tiles), kp(p.fwd_sparse ? kv_tiles : 0);
   c.kt = kt.data;
   c.vp = vp.data;
+  c.kp = p.fwd_sparse ? kp.data : nullptr;
   parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
                &c);
   const int64_t units = c.M * c.BH;
@@ -518,14 +599,21 @@ void run_forward(const AttentionProblem& p, int threads) {
 template <class T>
 struct BackwardScratch {
   T *s, *dp, *dk, *dv;
+  T *lse_hi, *lse_lo, *delta;  // the element path's: per query of one key's list (s and dp hold its scores)
   typename Simd<T>::Idx* planar;
+  static int64_t scores(const Call<T>& c) {  // a tile's, or one key's list over every query on the element path
+    return round_up<T>(imax(c.tm * c.tnp, c.p.bwd_sparse ? c.p.n_q + Simd<T>::W : 0), Simd<T>::W);
+  }
   static int64_t size(const Call<T>& c) {
-    return 2 * c.tm * c.tnp + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+    return 5 * scores(c) + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
   }
   BackwardScratch(const Call<T>& c, int thread) {
     s = c.scratch + thread * c.scratch_stride;
-    dp = s + c.tm * c.tnp;
-    dk = dp + c.tm * c.tnp;
+    dp = s + scores(c);
+    lse_hi = dp + scores(c);
+    lse_lo = lse_hi + scores(c);
+    delta = lse_lo + scores(c);
+    dk = delta + scores(c);
     dv = dk + c.tnp * c.Dp;
     planar = reinterpret_cast<typename Simd<T>::Idx*>(dv + c.tnp * c.Dp);
   }
@@ -561,6 +649,48 @@ void pack_queries(Call<T>& c, int64_t unit) {
   }
 }
 
+// The element path of a sparse key block n: each key's queries one by one (the dot products, then P and dS for the
+// whole list at once, then the sums), into w.dk and w.dv (zeroed) and the unit's dq rows.
+template <class T>
+void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64_t bk, int64_t n, const T* qp,
+                       const T* dop, const T* lse2, const T* delta, T* dq) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const AttentionProblem& p = c.p;
+  const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0);
+  for (int64_t j = 0; j < cols; ++j) {
+    const int64_t* ptr = p.ecol_ptr + g * (p.n_k + 1) + c0 + j;
+    const int32_t* queries = p.erows + ptr[0];
+    const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
+    const T* k = c.kp_rows(bk, n) + j * c.Dp;
+    const T* v = c.vp_rows(bk, n) + j * c.Dp;
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t i = queries[t];
+      w.s[t] = dot(qp + i * c.Dp, k, c.Dp);
+      w.dp[t] = dot(dop + i * c.Dp, v, c.Dp);
+      w.lse_hi[t] = lse2[2 * i];
+      w.lse_lo[t] = lse2[2 * i + 1];
+      w.delta[t] = delta[i];
+    }
+    for (int64_t t = count; t < padded; ++t) w.s[t] = w.dp[t] = w.lse_hi[t] = w.lse_lo[t] = w.delta[t] = 0;
+    for (int64_t t = 0; t < padded; t += W) {
+      const V x = vmax(load<V>(w.s + t), lowest);
+      const V prob = exp2v<T>((x * hi - load<V>(w.lse_hi + t)) + (x * lo - load<V>(w.lse_lo + t)));
+      store(w.s + t, prob);
+      store(w.dp + t, prob * (load<V>(w.dp + t) - load<V>(w.delta + t)));  // dS
+    }
+    T* dk = w.dk + j * c.Dp;
+    T* dv = w.dv + j * c.Dp;
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t i = queries[t];
+      axpy(dv, w.s[t], dop + i * c.Dp, c.Dp);
+      axpy(dk, w.dp[t], qp + i * c.Dp, c.Dp);
+      axpy(dq + i * c.Dp, w.dp[t], k, c.Dp);
+    }
+  }
+}
+
 // Key blocks [chunk_begin[g, i], chunk_begin[g, i + 1]) of (batch, head) bh: dK, dV of those blocks (for this head),
 // and this range's share of dQ.
 template <class T>
@@ -583,7 +713,8 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
     const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
     std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
     std::memset(w.dv, 0, c.tnp * c.Dp * sizeof(T));
-    for (int64_t e = col_ptr[n]; e < col_ptr[n + 1]; ++e) {
+    if (c.bwd_elements(g, n)) backward_elements<T>(c, w, g, bk, n, qp, dop, lse2, delta, dq);
+    for (int64_t e = c.bwd_elements(g, n) ? col_ptr[n + 1] : col_ptr[n]; e < col_ptr[n + 1]; ++e) {
       const int64_t m = p.row_idx[e], r0 = m * c.tm;
       const int64_t rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
       const T* q = qp + r0 * c.Dp;
@@ -694,12 +825,13 @@ void run_backward(const AttentionProblem& p, int threads) {
   }
   c.chunk_begin = bounds.data;
   const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp;
-  Buffer<T> kt(kv_tiles), vt(kv_tiles), kp(kv_tiles);
+  Buffer<T> kt(kv_tiles), vt(kv_tiles), kp(kv_tiles), vp(p.bwd_sparse ? kv_tiles : 0);
   Buffer<T> qp(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(2 * c.BH * Mq), delta(c.BH * Mq);
   Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp);
   const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
   Buffer<T> dkh(head_keys), dvh(head_keys);
-  c.kt = kt.data, c.vt = vt.data, c.kp = kp.data, c.qp = qp.data, c.dop = dop.data, c.lse2 = lse2.data;
+  c.kt = kt.data, c.vt = vt.data, c.kp = kp.data, c.vp = p.bwd_sparse ? vp.data : nullptr;
+  c.qp = qp.data, c.dop = dop.data, c.lse2 = lse2.data;
   c.delta = delta.data, c.dq_acc = dq_acc.data, c.dkh = dkh.data, c.dvh = dvh.data;
   parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
                &c);

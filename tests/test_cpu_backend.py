@@ -135,6 +135,51 @@ def test_large_scores():
         assert error(g, w) < 1e-3, name
 
 
+def element_results(plan, q, k, v, do, scale, isa=None, key_lens=None):
+    """The kernels with every block of ``plan`` on the element path (its lists made with max_density 1)."""
+    lists = kernels.element_lists(plan, 1.0)
+    assert lists is not None and lists[0].all() and lists[3].all()
+    out, lse = kernels.attention_forward(q, k, v, plan, scale, key_lens, threads=2, isa=isa, lists=lists)
+    return (out, lse, *kernels.attention_backward(do, q, k, v, out, lse, plan, scale, threads=3, isa=isa, lists=lists))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@DTYPES
+@pytest.mark.parametrize("name", ["bigbird", "medusa", "function_perm", "random", "graph"])
+def test_element_path(name, dtype, isa):
+    """Bits plans with every query and key block on the element path (rows' keys one by one), against the reference;
+    and the lists the backend makes itself where blocks are sparse."""
+    rng = np.random.default_rng(4)
+    if name == "random":
+        spec = masks.from_dense(rng.random((2, 1, 77, 131)) < 0.1)
+    elif name == "graph":
+        spec = masks.from_graph(testing.random_geometric(200, degree=6, seed=2), reorder="auto")
+    else:
+        spec = BUILDERS[name]()
+    plan = maskattn.compile_mask(spec, (32, 16))
+    B = max(2, plan.shape[0])
+    q, k, v, do = inputs(rng, B, 4, 2, plan.shape[2], plan.shape[3], 24)
+    want = results(reference, plan, q, k, v, do, 0.4)
+    got = element_results(plan, *(x.astype(dtype) for x in (q, k, v, do)), 0.4, isa=isa)
+    for name_, g, w in zip(NAMES, got, want):
+        assert error(g, w) <= (1e-12 if dtype == np.float64 else 1e-5), name_
+    if name in ("random", "graph"):  # sparse enough for the backend to choose the element path itself
+        lists = cpu.element_lists(plan)
+        assert lists is not None and lists[0].any() and lists[3].any()
+        assert cpu.element_lists(plan) is lists  # made once per plan
+
+
+def test_element_path_key_lens():
+    rng = np.random.default_rng(8)
+    plan = maskattn.compile_mask(masks.from_dense(rng.random((40, 90)) < 0.2), (16, 32))
+    q, k, v, do = inputs(rng, 3, 2, 1, 40, 90, 8)
+    lens = np.array([0, 33, 90])
+    want = reference.forward(q, k, v, plan, 0.5, key_lens=lens)
+    got = element_results(plan, q, k, v, do, 0.5, key_lens=lens)[:2]
+    for g, w in zip(got, want):
+        assert error(g, w) <= 1e-12
+
+
 # ------------------------------------------------------------------------------------------------ edge cases
 
 

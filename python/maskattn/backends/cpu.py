@@ -54,6 +54,16 @@ def threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def element_lists(plan):
+    """The element path's lists of ``plan`` (``maskattn._maskprep.attention.element_lists``: its bit tiles decoded,
+    where a block's tiles are mostly masked), made on first use and kept with the plan's device copies (a plan never
+    changes); None where no block takes that path."""
+    cache = plan._device_cache
+    if "cpu" not in cache:
+        cache["cpu"] = _kernels.element_lists(plan) if plan.payload == "bits" else None
+    return cache["cpu"]
+
+
 def forward(q, k, v, plan, scale: float, key_lens=None, *, threads: int | None = None, isa: str | None = None):
     """Exact masked attention over ``plan``; the signature and results of :func:`.reference.forward`.
 
@@ -72,8 +82,8 @@ def forward(q, k, v, plan, scale: float, key_lens=None, *, threads: int | None =
     out : (B, H, n_q, D) array of q's dtype, C-contiguous
     lse : (B, H, n_q) array of q's dtype (natural log; -inf on rows that see no key)
     """
-    return _kernels.attention_forward(q, k, v, plan, float(scale), key_lens,
-                                      threads=_threads(threads), isa=isa)
+    return _kernels.attention_forward(q, k, v, plan, float(scale), key_lens, threads=_threads(threads), isa=isa,
+                                      lists=element_lists(plan))
 
 
 def backward(do, q, k, v, out, lse, plan, scale: float, *, threads: int | None = None, isa: str | None = None):
@@ -83,8 +93,8 @@ def backward(do, q, k, v, out, lse, plan, scale: float, *, threads: int | None =
     Deterministic: the same inputs and ``threads`` give the same bits on every run (with fewer (batch, head) pairs
     than threads can share evenly, dq is summed over ranges of key blocks whose number follows ``threads``).
     """
-    return _kernels.attention_backward(do, q, k, v, out, lse, plan, float(scale),
-                                       threads=_threads(threads), isa=isa)
+    return _kernels.attention_backward(do, q, k, v, out, lse, plan, float(scale), threads=_threads(threads), isa=isa,
+                                       lists=element_lists(plan))
 
 
 def _threads(given) -> int:
