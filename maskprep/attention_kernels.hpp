@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
 #include "attention.hpp"
 
@@ -179,13 +180,116 @@ inline T hsum(V v) {
   return Fold<T, sizeof(V), false>::run(v);
 }
 
-// dot(a, b) over n elements, n a multiple of the vector width, both aligned
+// ------------------------------------------------------------------------------------------------------ element path
+
+// Lane i of the sum of two vectors' halves, for one level of a transposing reduction: the lanes come in groups of L
+// (each group one key's partial sums); the result has groups of L / 2, alternately a's and b's.
+constexpr int fold_lane(int i, int L, int W, bool high) {
+  const int half = L / 2, group = i / half, within = i % half;
+  return (group % 2) * W + (group / 2) * L + within + (high ? half : 0);
+}
+
+template <class V, int W, int L, int... I>
+inline V fold_pair(V a, V b, std::integer_sequence<int, I...>) {
+#if defined(__clang__) || __GNUC__ >= 12
+  return __builtin_shufflevector(a, b, fold_lane(I, L, W, false)...) +
+         __builtin_shufflevector(a, b, fold_lane(I, L, W, true)...);
+#else
+  typedef decltype(a < b) M;  // the integer vector of V's shape
+  return __builtin_shuffle(a, b, M{fold_lane(I, L, W, false)...}) + __builtin_shuffle(a, b, M{fold_lane(I, L, W, true)...});
+#endif
+}
+
+constexpr int bit_reverse(int i, int W) {
+  int r = 0;
+  for (int b = 1; b < W; b <<= 1, i >>= 1) r = (r << 1) | (i & 1);
+  return r;
+}
+
+// W vectors of partial sums in, one vector out whose lane t is the sum of vector t's lanes: log2(W) levels of
+// pairwise folds (the folds interleave keys in bit-reversed order, so they are taken in that order).
 template <class T>
-inline T dot(const T* a, const T* b, int64_t n) {
+inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
   using V = typename Simd<T>::V;
-  V acc{};
-  for (int64_t d = 0; d < n; d += Simd<T>::W) acc += load<V>(a + d) * load<V>(b + d);
-  return hsum<T>(acc);
+  constexpr int W = Simd<T>::W;
+  V level[W];
+  for (int t = 0; t < W; ++t) level[t] = v[bit_reverse(t, W)];
+  int count = W;
+  if constexpr (W >= 2) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+    count /= 2;
+  }
+  if constexpr (W >= 4) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W / 2>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+    count /= 2;
+  }
+  if constexpr (W >= 8) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W / 4>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+    count /= 2;
+  }
+  if constexpr (W >= 16) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W / 8>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+  }
+  return level[0];
+}
+
+// out[t] = dot(x, row(t)) for t < count, W keys at a time (their partial sums reduced together by transpose_sum);
+// rows and x hold n elements, a multiple of the vector width. out has room for count rounded up to W.
+template <class T, class RowOf>
+inline void dots(const T* x, int64_t n, int64_t count, RowOf&& row, T* out) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  for (int64_t t0 = 0; t0 < count; t0 += W) {
+    const T* rows[W];
+    for (int t = 0; t < W; ++t) rows[t] = row(t0 + t < count ? t0 + t : t0);  // a short group repeats its first
+    V acc[W];
+    for (int t = 0; t < W; ++t) acc[t] = V{};
+    for (int64_t d = 0; d < n; d += W) {
+      const V xd = load<V>(x + d);
+#pragma GCC unroll 16
+      for (int t = 0; t < W; ++t) acc[t] += xd * load<V>(rows[t] + d);
+    }
+    store(out + t0, transpose_sum<T>(acc));
+  }
+}
+
+// y (n elements, held in registers where n is at most 8 vectors) += sum_t weight[t] * row(t)
+template <class T, int C, class RowOf>
+inline void weighted_rows_fixed(T* y, const T* weight, int64_t count, RowOf&& row) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = load<V>(y + c * W);
+  for (int64_t t = 0; t < count; ++t) {
+    const T* r = row(t);
+    const T wt = weight[t];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[c] += wt * load<V>(r + c * W);
+  }
+  for (int c = 0; c < C; ++c) store(y + c * W, acc[c]);
+}
+
+template <class T, class RowOf>
+inline void weighted_rows(T* y, int64_t n, const T* weight, int64_t count, RowOf&& row) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  switch (n / W) {
+    case 1: return weighted_rows_fixed<T, 1>(y, weight, count, row);
+    case 2: return weighted_rows_fixed<T, 2>(y, weight, count, row);
+    case 3: return weighted_rows_fixed<T, 3>(y, weight, count, row);
+    case 4: return weighted_rows_fixed<T, 4>(y, weight, count, row);
+    case 6: return weighted_rows_fixed<T, 6>(y, weight, count, row);
+    case 8: return weighted_rows_fixed<T, 8>(y, weight, count, row);
+    default:
+      for (int64_t t = 0; t < count; ++t) {
+        const T* r = row(t);
+        for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
+      }
+  }
 }
 
 // y += alpha * x over n elements, n a multiple of the vector width
@@ -251,12 +355,12 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_k
 // ------------------------------------------------------------------------------------------------------ buffers
 
 template <class T>
-struct Buffer {  // zeroed, 64-byte aligned; a plain owner, so that no library template is instantiated here
+struct Buffer {  // 64-byte aligned, zeroed only where asked; a plain owner, so that no library template is instantiated
   T* data = nullptr;
-  explicit Buffer(int64_t count) {
+  explicit Buffer(int64_t count, bool zeroed = false) {
     const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
     data = static_cast<T*>(::operator new(bytes, std::align_val_t(64)));
-    std::memset(data, 0, bytes);
+    if (zeroed) std::memset(data, 0, bytes);
   }
   ~Buffer() { ::operator delete(data, std::align_val_t(64)); }
   Buffer(const Buffer&) = delete;
@@ -280,8 +384,8 @@ struct Call {
   int64_t tile_words;
   // packed operands (null where a direction does not use them)
   T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
-  T* vp = nullptr;  // (B * Hk, N * tnp, Dp): V rows
-  T* kp = nullptr;  // (B * Hk, N * tnp, Dp): K rows
+  T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j)
+  T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
   T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
   T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
   T* dop = nullptr;  // (B * H, M * tm, Dp): dO
@@ -322,35 +426,60 @@ struct Call {
   }
   T* kt_block(int64_t bk, int64_t n) const { return kt + (bk * N + n) * Dp * tnp; }
   T* vt_block(int64_t bk, int64_t n) const { return vt + (bk * N + n) * Dp * tnp; }
-  T* vp_rows(int64_t bk, int64_t n) const { return vp + (bk * N + n) * tnp * Dp; }
-  T* kp_rows(int64_t bk, int64_t n) const { return kp + (bk * N + n) * tnp * Dp; }
-  int64_t key_row(int64_t j) const { return (j / tn) * tnp + j % tn; }  // key position j's row in kp / vp
+  T* vp_rows(int64_t bk, int64_t n) const { return vp + (bk * N + n) * tn * Dp; }
+  T* kp_rows(int64_t bk, int64_t n) const { return kp + (bk * N + n) * tn * Dp; }
   bool fwd_elements(int64_t g, int64_t m) const { return p.fwd_sparse && p.fwd_sparse[g * M + m]; }
   bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
 };
 
-// Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tnp x Dp), zero past the
-// key extent and past D.
+// Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tn x Dp), zero past the
+// key extent and past D (every element written: the buffers are not zeroed beforehand).
 template <class T>
-void pack_keys(Call<T>& c, int64_t unit) {
+void pack_transposed(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tnp) {
+  for (int64_t d = 0; d < Dp; ++d) {
+    T* out = dst + d * tnp;
+    if (d < D)
+      for (int64_t j = 0; j < cols; ++j) out[j] = rows[j][d];
+    else
+      for (int64_t j = 0; j < cols; ++j) out[j] = 0;
+    for (int64_t j = cols; j < tnp; ++j) out[j] = 0;
+  }
+}
+
+template <class T>
+void pack_rows(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tn) {
+  for (int64_t j = 0; j < tn; ++j) {
+    T* out = dst + j * Dp;
+    if (j < cols) std::memcpy(out, rows[j], D * sizeof(T));
+    std::memset(out + (j < cols ? D : 0), 0, (Dp - (j < cols ? D : 0)) * sizeof(T));
+  }
+}
+
+template <class T>
+void pack_keys(Call<T>& c, int64_t unit, const T** krows, const T** vrows) {
   const AttentionProblem& p = c.p;
   const int64_t bk = unit / c.N, n = unit % c.N, b = bk / p.Hk, kv = bk % p.Hk;
   const int64_t cols = imin(c.tn, p.n_k - n * c.tn);
-  T* kt = c.kt ? c.kt_block(bk, n) : nullptr;
-  T* vt = c.vt ? c.vt_block(bk, n) : nullptr;
-  T* kp = c.kp ? c.kp_rows(bk, n) : nullptr;
-  T* vp = c.vp ? c.vp_rows(bk, n) : nullptr;
   for (int64_t j = 0; j < cols; ++j) {
     const int64_t tok = c.token(n * c.tn + j);
-    const T* krow = c.row_of(p.k, p.k_stride, b, kv, tok);
-    const T* vrow = c.row_of(p.v, p.v_stride, b, kv, tok);
-    for (int64_t d = 0; d < p.D; ++d) {
-      if (kt) kt[d * c.tnp + j] = krow[d];
-      if (vt) vt[d * c.tnp + j] = vrow[d];
-    }
-    if (kp) std::memcpy(kp + j * c.Dp, krow, p.D * sizeof(T));
-    if (vp) std::memcpy(vp + j * c.Dp, vrow, p.D * sizeof(T));
+    krows[j] = c.row_of(p.k, p.k_stride, b, kv, tok);
+    vrows[j] = c.row_of(p.v, p.v_stride, b, kv, tok);
   }
+  if (c.kt) pack_transposed(c.kt_block(bk, n), krows, cols, p.D, c.Dp, c.tnp);
+  if (c.vt) pack_transposed(c.vt_block(bk, n), vrows, cols, p.D, c.Dp, c.tnp);
+  if (c.kp) pack_rows(c.kp_rows(bk, n), krows, cols, p.D, c.Dp, c.tn);
+  if (c.vp) pack_rows(c.vp_rows(bk, n), vrows, cols, p.D, c.Dp, c.tn);
+}
+
+template <class T>
+void pack_all_keys(Call<T>& c, int threads) {
+  parallel_for(c.p.B * c.p.Hk * c.N, threads,
+               [](void* ctx, int64_t u, int) {
+                 const T* krows[256];
+                 const T* vrows[256];
+                 pack_keys(*static_cast<Call<T>*>(ctx), u, krows, vrows);
+               },
+               &c);
 }
 
 // ------------------------------------------------------------------------------------------------------ masking
@@ -499,7 +628,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
     while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
     const T* q = w.q + r * c.Dp;
     T* sc = w.s;
-    for (int64_t t = 0; t < count; ++t) sc[t] = dot(q, kp + c.key_row(keys[t]) * c.Dp, c.Dp);
+    dots(q, c.Dp, count, [&](int64_t t) { return kp + keys[t] * c.Dp; }, sc);
     const int64_t padded = round_up<T>(count, W);
     for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
     V top = splat<V>(ninf);
@@ -514,8 +643,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
       store(sc + t, e);
       sum += e;
     }
-    T* o = w.o + r * c.Dp;
-    for (int64_t t = 0; t < count; ++t) axpy(o, sc[t], vp + c.key_row(keys[t]) * c.Dp, c.Dp);
+    weighted_rows(w.o + r * c.Dp, c.Dp, sc, count, [&](int64_t t) { return vp + keys[t] * c.Dp; });
     w.mx[r] = row_max;
     w.l[r] = hsum<T>(sum);
   }
@@ -524,7 +652,8 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
 template <class T>
 void forward_unit(Call<T>& c, int64_t unit, int thread) {
   const AttentionProblem& p = c.p;
-  const int64_t rank = unit / c.BH, bh = unit % c.BH, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
+  // head by head (the threads share one head's K and V in cache), each head's query blocks heaviest first
+  const int64_t bh = unit / c.M, rank = unit % c.M, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
   const int64_t g = c.group(b, h);
   const int64_t m = p.m_order ? p.m_order[g * c.M + rank] : rank;
   const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
@@ -578,13 +707,14 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
 template <class T>
 void run_forward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
-  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp;
-  Buffer<T> kt(kv_tiles), vp(kv_tiles), kp(p.fwd_sparse ? kv_tiles : 0);
-  c.kt = kt.data;
+  bool tiles = !p.fwd_sparse;  // whether any query block takes the tile path (and needs K^T)
+  for (int64_t i = 0; p.fwd_sparse && !tiles && i < p.mask_B * p.mask_H * c.M; ++i) tiles = !p.fwd_sparse[i];
+  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
+  Buffer<T> kt(tiles ? kv_tiles : 0), vp(kv_rows), kp(p.fwd_sparse ? kv_rows : 0);
+  c.kt = tiles ? kt.data : nullptr;
   c.vp = vp.data;
   c.kp = p.fwd_sparse ? kp.data : nullptr;
-  parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
-               &c);
+  pack_all_keys(c, threads);
   const int64_t units = c.M * c.BH;
   threads = static_cast<int>(imax(1, imin(threads, units)));
   c.scratch_stride = round_up<T>(ForwardScratch<T>::size(c), 64);
@@ -628,9 +758,12 @@ void pack_queries(Call<T>& c, int64_t unit) {
   const T* lse = static_cast<const T*>(p.lse) + bh * p.n_q;
   for (int64_t r = m * c.tm; r < (m + 1) * c.tm; ++r) {
     const int64_t at = bh * c.M * c.tm + r;
-    if (r >= p.n_q) {
-      c.lse2[2 * at] = inf;  // rows past n_q: P = 0
+    if (r >= p.n_q) {  // rows past n_q: zero, and P = 0
+      std::memset(c.qp + at * c.Dp, 0, c.Dp * sizeof(T));
+      std::memset(c.dop + at * c.Dp, 0, c.Dp * sizeof(T));
+      c.lse2[2 * at] = inf;
       c.lse2[2 * at + 1] = 0;
+      c.delta[at] = 0;
       continue;
     }
     const int64_t tok = c.token(r);
@@ -639,6 +772,8 @@ void pack_queries(Call<T>& c, int64_t unit) {
     const T* o = c.row_of(p.out, p.o_stride, b, h, tok);
     std::memcpy(c.qp + at * c.Dp, q, p.D * sizeof(T));
     std::memcpy(c.dop + at * c.Dp, dout, p.D * sizeof(T));
+    std::memset(c.qp + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
+    std::memset(c.dop + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
     double delta = 0;
     for (int64_t d = 0; d < p.D; ++d) delta += double(dout[d]) * double(o[d]);
     c.delta[at] = static_cast<T>(delta);
@@ -665,10 +800,10 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
     const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
     const T* k = c.kp_rows(bk, n) + j * c.Dp;
     const T* v = c.vp_rows(bk, n) + j * c.Dp;
+    dots(k, c.Dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
+    dots(v, c.Dp, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
     for (int64_t t = 0; t < count; ++t) {
       const int64_t i = queries[t];
-      w.s[t] = dot(qp + i * c.Dp, k, c.Dp);
-      w.dp[t] = dot(dop + i * c.Dp, v, c.Dp);
       w.lse_hi[t] = lse2[2 * i];
       w.lse_lo[t] = lse2[2 * i + 1];
       w.delta[t] = delta[i];
@@ -680,14 +815,9 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
       store(w.s + t, prob);
       store(w.dp + t, prob * (load<V>(w.dp + t) - load<V>(w.delta + t)));  // dS
     }
-    T* dk = w.dk + j * c.Dp;
-    T* dv = w.dv + j * c.Dp;
-    for (int64_t t = 0; t < count; ++t) {
-      const int64_t i = queries[t];
-      axpy(dv, w.s[t], dop + i * c.Dp, c.Dp);
-      axpy(dk, w.dp[t], qp + i * c.Dp, c.Dp);
-      axpy(dq + i * c.Dp, w.dp[t], k, c.Dp);
-    }
+    weighted_rows(w.dv + j * c.Dp, c.Dp, w.s, count, [&](int64_t t) { return dop + queries[t] * c.Dp; });
+    weighted_rows(w.dk + j * c.Dp, c.Dp, w.dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; });
+    for (int64_t t = 0; t < count; ++t) axpy(dq + queries[t] * c.Dp, w.dp[t], k, c.Dp);
   }
 }
 
@@ -824,17 +954,19 @@ void run_backward(const AttentionProblem& p, int threads) {
     b[c.chunks] = c.N;
   }
   c.chunk_begin = bounds.data;
-  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp;
-  Buffer<T> kt(kv_tiles), vt(kv_tiles), kp(kv_tiles), vp(p.bwd_sparse ? kv_tiles : 0);
+  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
+  bool tiles = !p.bwd_sparse;  // whether any key block takes the tile path (and needs K^T, V^T)
+  for (int64_t i = 0; p.bwd_sparse && !tiles && i < groups * c.N; ++i) tiles = !p.bwd_sparse[i];
+  Buffer<T> kt(tiles ? kv_tiles : 0), vt(tiles ? kv_tiles : 0), kp(kv_rows), vp(p.bwd_sparse ? kv_rows : 0);
   Buffer<T> qp(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(2 * c.BH * Mq), delta(c.BH * Mq);
-  Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp);
+  Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp, true);
   const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
   Buffer<T> dkh(head_keys), dvh(head_keys);
-  c.kt = kt.data, c.vt = vt.data, c.kp = kp.data, c.vp = p.bwd_sparse ? vp.data : nullptr;
+  c.kt = tiles ? kt.data : nullptr, c.vt = tiles ? vt.data : nullptr;
+  c.kp = kp.data, c.vp = p.bwd_sparse ? vp.data : nullptr;
   c.qp = qp.data, c.dop = dop.data, c.lse2 = lse2.data;
   c.delta = delta.data, c.dq_acc = dq_acc.data, c.dkh = dkh.data, c.dvh = dvh.data;
-  parallel_for(p.B * p.Hk * c.N, threads, [](void* ctx, int64_t u, int) { pack_keys(*static_cast<Call<T>*>(ctx), u); },
-               &c);
+  pack_all_keys(c, threads);
   parallel_for(c.BH * c.M, threads, [](void* ctx, int64_t u, int) { pack_queries(*static_cast<Call<T>*>(ctx), u); },
                &c);
   const int64_t units = c.BH * c.chunks;
