@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <new>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -33,6 +35,63 @@ void parallel_for(int64_t units, int threads, void (*fn)(void*, int64_t, int), v
   }
   work(0);
   for (auto& t : pool) t.join();
+}
+
+namespace {
+
+struct Kept {
+  void* data;
+  size_t bytes;
+};
+
+std::mutex kept_mutex;
+std::vector<Kept> kept;  // oldest first
+size_t kept_bytes = 0;
+
+}  // namespace
+
+void* workspace_take(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    // the smallest kept buffer that holds `bytes`, if it is not much larger
+    size_t best = kept.size();
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const bool fits = kept[i].bytes >= bytes && kept[i].bytes <= 2 * bytes + 65536;
+      if (fits && (best == kept.size() || kept[i].bytes < kept[best].bytes)) best = i;
+    }
+    if (best != kept.size()) {
+      void* data = kept[best].data;
+      kept_bytes -= kept[best].bytes;
+      kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(best));
+      return data;
+    }
+  }
+  return ::operator new(bytes, std::align_val_t(64));
+}
+
+void workspace_give(void* data, size_t bytes) {
+  std::vector<Kept> drop;
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    kept.push_back({data, bytes});
+    kept_bytes += bytes;
+    while (kept_bytes > WORKSPACE_CACHE_BYTES || kept.size() > 64) {
+      drop.push_back(kept.front());
+      kept_bytes -= kept.front().bytes;
+      kept.erase(kept.begin());
+    }
+  }
+  for (const Kept& k : drop) ::operator delete(k.data, std::align_val_t(64));
+}
+
+void workspace_release() {
+  std::vector<Kept> drop;
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    drop.swap(kept);
+    kept_bytes = 0;
+  }
+  for (const Kept& k : drop) ::operator delete(k.data, std::align_val_t(64));
 }
 
 bool isa_available(int isa) {

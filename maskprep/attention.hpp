@@ -5,6 +5,7 @@
 // see only this header, so that nothing compiled for a wider instruction set can reach code that runs anywhere.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace maskprep {
@@ -68,6 +69,13 @@ struct AttentionProblem {
 // Runs fn(ctx, unit, thread) for every unit in [0, units) on `threads` threads (the caller's among them), units
 // handed out in ascending order as threads come free. fn must not throw.
 void parallel_for(int64_t units, int threads, void (*fn)(void*, int64_t, int), void* ctx);
+
+// Workspace for the kernels, 64-byte aligned: freed buffers are kept (up to WORKSPACE_CACHE_BYTES in all) and handed
+// to later calls, so that a call does not fault its pages in anew; workspace_release frees those kept.
+constexpr size_t WORKSPACE_CACHE_BYTES = size_t(1) << 30;
+void* workspace_take(size_t bytes);
+void workspace_give(void* data, size_t bytes);
+void workspace_release();
 
 // The instruction set ISA_AUTO resolves to on this CPU, and whether `isa` was built and runs here.
 int best_isa();

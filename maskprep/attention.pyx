@@ -62,6 +62,7 @@ cdef extern from "attention.hpp" namespace "maskprep" nogil:
         const int64_t* ecol_ptr
         const int32_t* erows
     int c_best_isa "maskprep::best_isa"()
+    void c_workspace_release "maskprep::workspace_release"()
     cbool c_isa_available "maskprep::isa_available"(int isa)
     void c_forward "maskprep::attention_forward"(const AttentionProblem& p, int threads, int isa) except +
     void c_backward "maskprep::attention_backward"(const AttentionProblem& p, int threads, int isa) except +
@@ -93,7 +94,7 @@ cdef extern from "element_lists.hpp" namespace "maskprep" nogil:
 ISAS = ("generic", "avx2", "avx512")
 # A query (key) block of a bits plan takes the element path where the true elements of its tiles are at most this
 # share of their area (measured: docs/performance.md, "CPU backend").
-SPARSE_DENSITY = 0.25
+SPARSE_DENSITY = 0.2
 
 
 def available_isas():
@@ -102,6 +103,16 @@ def available_isas():
     The instruction sets the kernels were built for and this CPU runs, narrowest first.
     """
     return [name for i, name in enumerate(ISAS) if c_isa_available(i)]
+
+
+def release_workspace():
+    """release_workspace()
+
+    Frees the workspace the kernels keep from call to call (buffers of recent calls, up to 1 GiB in all, handed to
+    later calls so that they do not fault their pages in anew).
+    """
+    with nogil:
+        c_workspace_release()
 
 
 def best_isa():

@@ -354,15 +354,18 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_k
 
 // ------------------------------------------------------------------------------------------------------ buffers
 
+// Workspace of one call: 64-byte aligned, zeroed only where asked, from attention.cpp's cache of recent buffers (so that
+// repeated calls do not fault their pages in anew); a plain owner, so that no library template is instantiated here.
 template <class T>
-struct Buffer {  // 64-byte aligned, zeroed only where asked; a plain owner, so that no library template is instantiated
+struct Buffer {
   T* data = nullptr;
+  size_t bytes = 0;
   explicit Buffer(int64_t count, bool zeroed = false) {
-    const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
-    data = static_cast<T*>(::operator new(bytes, std::align_val_t(64)));
+    bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
+    data = static_cast<T*>(workspace_take(bytes));
     if (zeroed) std::memset(data, 0, bytes);
   }
-  ~Buffer() { ::operator delete(data, std::align_val_t(64)); }
+  ~Buffer() { workspace_give(data, bytes); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 };
@@ -384,8 +387,11 @@ struct Call {
   int64_t tile_words;
   // packed operands (null where a direction does not use them)
   T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
-  T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j)
+  T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j), where they are packed (key_rows)
   T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
+  bool direct;          // the products read the caller's K and V rows themselves: no perm, D whole register tiles
+  bool element_direct;  // the element path reads the caller's rows: D whole vectors
+  int64_t De;           // the element path's row length: D rounded up to whole vectors
   T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
   T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
   T* dop = nullptr;  // (B * H, M * tm, Dp): dO
@@ -414,6 +420,9 @@ struct Call {
     BH = p.B * p.H;
     scale2 = static_cast<T>(p.scale * LOG2E);
     scale2_lo = static_cast<T>(p.scale * LOG2E - double(scale2));
+    direct = !p.perm && p.D == Dp;
+    De = round_up<T>(p.D, Simd<T>::W);
+    element_direct = p.D == De;
     tile_words = tm * tn / 32;
   }
 
@@ -428,6 +437,24 @@ struct Call {
   T* vt_block(int64_t bk, int64_t n) const { return vt + (bk * N + n) * Dp * tnp; }
   T* vp_rows(int64_t bk, int64_t n) const { return vp + (bk * N + n) * tn * Dp; }
   T* kp_rows(int64_t bk, int64_t n) const { return kp + (bk * N + n) * tn * Dp; }
+  // key block n's K (V) rows as a product's B operand, and their stride
+  const T* key_rows(int64_t bk, int64_t n) const {
+    return direct ? row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, n * tn) : kp_rows(bk, n);
+  }
+  const T* value_rows(int64_t bk, int64_t n) const {
+    return direct ? row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, n * tn) : vp_rows(bk, n);
+  }
+  int64_t key_ld() const { return direct ? p.k_stride[2] : Dp; }
+  int64_t value_ld() const { return direct ? p.v_stride[2] : Dp; }
+  // key position j's K (V) row on the element path (De elements)
+  const T* key_row(int64_t bk, int64_t j) const {
+    return element_direct ? row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, token(j)) : kp + (bk * N * tn + j) * Dp;
+  }
+  const T* value_row(int64_t bk, int64_t j) const {
+    return element_direct ? row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, token(j)) : vp + (bk * N * tn + j) * Dp;
+  }
+  // whether packed rows are needed: by products (tiles) that cannot read the caller's, or by the element path
+  bool packs_rows(bool tiles, bool elements) const { return (tiles && !direct) || (elements && !element_direct); }
   bool fwd_elements(int64_t g, int64_t m) const { return p.fwd_sparse && p.fwd_sparse[g * M + m]; }
   bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
 };
@@ -619,8 +646,6 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
   const AttentionProblem& p = c.p;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
-  const T* kp = c.kp_rows(bk, 0);
-  const T* vp = c.vp_rows(bk, 0);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
     const int32_t* keys = p.ecols + ptr[0];
@@ -628,7 +653,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
     while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
     const T* q = w.q + r * c.Dp;
     T* sc = w.s;
-    dots(q, c.Dp, count, [&](int64_t t) { return kp + keys[t] * c.Dp; }, sc);
+    dots(q, c.De, count, [&](int64_t t) { return c.key_row(bk, keys[t]); }, sc);
     const int64_t padded = round_up<T>(count, W);
     for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
     V top = splat<V>(ninf);
@@ -643,7 +668,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
       store(sc + t, e);
       sum += e;
     }
-    weighted_rows(w.o + r * c.Dp, c.Dp, sc, count, [&](int64_t t) { return vp + keys[t] * c.Dp; });
+    weighted_rows(w.o + r * c.Dp, c.De, sc, count, [&](int64_t t) { return c.value_row(bk, keys[t]); });
     w.mx[r] = row_max;
     w.l[r] = hsum<T>(sum);
   }
@@ -685,7 +710,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     mask_tile<T>(c, w.s, rows_p, g, m, n, p.kind[e], p.payload_idx ? p.payload_idx[e] : -1, cols, w.planar);
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
     online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l);
-    gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.vp_rows(bk, n), c.Dp, w.o, c.Dp);
+    gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp);
   }
   T* out = static_cast<T*>(p.out_w);
   T* lse = static_cast<T*>(p.lse_w);
@@ -707,13 +732,15 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
 template <class T>
 void run_forward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
-  bool tiles = !p.fwd_sparse;  // whether any query block takes the tile path (and needs K^T)
-  for (int64_t i = 0; p.fwd_sparse && !tiles && i < p.mask_B * p.mask_H * c.M; ++i) tiles = !p.fwd_sparse[i];
+  // which paths run: tiles (K^T packed; V rows read as they are where they can be) and elements
+  bool tiles = !p.fwd_sparse, elements = false;
+  for (int64_t i = 0; p.fwd_sparse && i < p.mask_B * p.mask_H * c.M; ++i) (p.fwd_sparse[i] ? elements : tiles) = true;
   const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
-  Buffer<T> kt(tiles ? kv_tiles : 0), vp(kv_rows), kp(p.fwd_sparse ? kv_rows : 0);
+  const bool values = c.packs_rows(tiles, elements), keys = c.packs_rows(false, elements);
+  Buffer<T> kt(tiles ? kv_tiles : 0), vp(values ? kv_rows : 0), kp(keys ? kv_rows : 0);
   c.kt = tiles ? kt.data : nullptr;
-  c.vp = vp.data;
-  c.kp = p.fwd_sparse ? kp.data : nullptr;
+  c.vp = values ? vp.data : nullptr;
+  c.kp = keys ? kp.data : nullptr;
   pack_all_keys(c, threads);
   const int64_t units = c.M * c.BH;
   threads = static_cast<int>(imax(1, imin(threads, units)));
@@ -798,10 +825,10 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
     const int64_t* ptr = p.ecol_ptr + g * (p.n_k + 1) + c0 + j;
     const int32_t* queries = p.erows + ptr[0];
     const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
-    const T* k = c.kp_rows(bk, n) + j * c.Dp;
-    const T* v = c.vp_rows(bk, n) + j * c.Dp;
-    dots(k, c.Dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
-    dots(v, c.Dp, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
+    const T* k = c.key_row(bk, c0 + j);
+    const T* v = c.value_row(bk, c0 + j);
+    dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
+    dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
     for (int64_t t = 0; t < count; ++t) {
       const int64_t i = queries[t];
       w.lse_hi[t] = lse2[2 * i];
@@ -815,9 +842,9 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
       store(w.s + t, prob);
       store(w.dp + t, prob * (load<V>(w.dp + t) - load<V>(w.delta + t)));  // dS
     }
-    weighted_rows(w.dv + j * c.Dp, c.Dp, w.s, count, [&](int64_t t) { return dop + queries[t] * c.Dp; });
-    weighted_rows(w.dk + j * c.Dp, c.Dp, w.dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; });
-    for (int64_t t = 0; t < count; ++t) axpy(dq + queries[t] * c.Dp, w.dp[t], k, c.Dp);
+    weighted_rows(w.dv + j * c.Dp, c.De, w.s, count, [&](int64_t t) { return dop + queries[t] * c.Dp; });
+    weighted_rows(w.dk + j * c.Dp, c.De, w.dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; });
+    for (int64_t t = 0; t < count; ++t) axpy(dq + queries[t] * c.Dp, w.dp[t], k, c.De);
   }
 }
 
@@ -870,7 +897,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
       gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp);
       gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp);
-      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.kp_rows(bk, n), c.Dp, dq + r0 * c.Dp, c.Dp);
+      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp);
     }
     const T scale = static_cast<T>(p.scale);
     for (int64_t j = 0; j < cols; ++j) {
@@ -955,15 +982,16 @@ void run_backward(const AttentionProblem& p, int threads) {
   }
   c.chunk_begin = bounds.data;
   const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
-  bool tiles = !p.bwd_sparse;  // whether any key block takes the tile path (and needs K^T, V^T)
-  for (int64_t i = 0; p.bwd_sparse && !tiles && i < groups * c.N; ++i) tiles = !p.bwd_sparse[i];
-  Buffer<T> kt(tiles ? kv_tiles : 0), vt(tiles ? kv_tiles : 0), kp(kv_rows), vp(p.bwd_sparse ? kv_rows : 0);
+  bool tiles = !p.bwd_sparse, elements = false;  // which paths run, as in run_forward
+  for (int64_t i = 0; p.bwd_sparse && i < groups * c.N; ++i) (p.bwd_sparse[i] ? elements : tiles) = true;
+  const bool keys = c.packs_rows(tiles, elements), values = c.packs_rows(false, elements);
+  Buffer<T> kt(tiles ? kv_tiles : 0), vt(tiles ? kv_tiles : 0), kp(keys ? kv_rows : 0), vp(values ? kv_rows : 0);
   Buffer<T> qp(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(2 * c.BH * Mq), delta(c.BH * Mq);
   Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp, true);
   const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
   Buffer<T> dkh(head_keys), dvh(head_keys);
   c.kt = tiles ? kt.data : nullptr, c.vt = tiles ? vt.data : nullptr;
-  c.kp = kp.data, c.vp = p.bwd_sparse ? vp.data : nullptr;
+  c.kp = keys ? kp.data : nullptr, c.vp = values ? vp.data : nullptr;
   c.qp = qp.data, c.dop = dop.data, c.lse2 = lse2.data;
   c.delta = delta.data, c.dq_acc = dq_acc.data, c.dkh = dkh.data, c.dvh = dvh.data;
   pack_all_keys(c, threads);

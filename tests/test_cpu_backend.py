@@ -145,8 +145,9 @@ def element_results(plan, q, k, v, do, scale, isa=None, key_lens=None):
 
 @pytest.mark.parametrize("isa", ISAS)
 @DTYPES
+@pytest.mark.parametrize("D", [24, 64])  # rows packed, rows read where they lie
 @pytest.mark.parametrize("name", ["bigbird", "medusa", "function_perm", "random", "graph"])
-def test_element_path(name, dtype, isa):
+def test_element_path(name, D, dtype, isa):
     """Bits plans with every query and key block on the element path (rows' keys one by one), against the reference;
     and the lists the backend makes itself where blocks are sparse."""
     rng = np.random.default_rng(4)
@@ -158,7 +159,7 @@ def test_element_path(name, dtype, isa):
         spec = BUILDERS[name]()
     plan = maskattn.compile_mask(spec, (32, 16))
     B = max(2, plan.shape[0])
-    q, k, v, do = inputs(rng, B, 4, 2, plan.shape[2], plan.shape[3], 24)
+    q, k, v, do = inputs(rng, B, 4, 2, plan.shape[2], plan.shape[3], D)
     want = results(reference, plan, q, k, v, do, 0.4)
     got = element_results(plan, *(x.astype(dtype) for x in (q, k, v, do)), 0.4, isa=isa)
     for name_, g, w in zip(NAMES, got, want):
