@@ -257,20 +257,32 @@ inline void dots(const T* x, int64_t n, int64_t count, RowOf&& row, T* out) {
   }
 }
 
-// y (n elements, held in registers where n is at most 8 vectors) += sum_t weight[t] * row(t)
+// y (n elements, held in registers where n is at most 8 vectors) += sum_t weight[t] * row(t); even and odd t in
+// accumulators of their own, so that consecutive rows do not wait on one another's sums
 template <class T, int C, class RowOf>
 inline void weighted_rows_fixed(T* y, const T* weight, int64_t count, RowOf&& row) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
-  V acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = load<V>(y + c * W);
-  for (int64_t t = 0; t < count; ++t) {
-    const T* r = row(t);
-    const T wt = weight[t];
+  V even[C], odd[C];
+  for (int c = 0; c < C; ++c) even[c] = load<V>(y + c * W), odd[c] = V{};
+  int64_t t = 0;
+  for (; t + 1 < count; t += 2) {
+    const T* r0 = row(t);
+    const T* r1 = row(t + 1);
+    const T w0 = weight[t], w1 = weight[t + 1];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[c] += wt * load<V>(r + c * W);
+    for (int c = 0; c < C; ++c) {
+      even[c] += w0 * load<V>(r0 + c * W);
+      odd[c] += w1 * load<V>(r1 + c * W);
+    }
   }
-  for (int c = 0; c < C; ++c) store(y + c * W, acc[c]);
+  if (t < count) {
+    const T* r0 = row(t);
+    const T w0 = weight[t];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) even[c] += w0 * load<V>(r0 + c * W);
+  }
+  for (int c = 0; c < C; ++c) store(y + c * W, even[c] + odd[c]);
 }
 
 template <class T, class RowOf>
@@ -446,12 +458,20 @@ struct Call {
   }
   int64_t key_ld() const { return direct ? p.k_stride[2] : Dp; }
   int64_t value_ld() const { return direct ? p.v_stride[2] : Dp; }
-  // key position j's K (V) row on the element path (De elements)
-  const T* key_row(int64_t bk, int64_t j) const {
-    return element_direct ? row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, token(j)) : kp + (bk * N * tn + j) * Dp;
+  // the K (V) rows of (batch, KV head) bk on the element path (De elements each), by key position
+  struct Rows {
+    const T* base;
+    int64_t ld;
+    const int64_t* perm;  // caller's rows are in the caller's order; packed ones in the plan's
+    const T* operator()(int64_t j) const { return base + (perm ? perm[j] : j) * ld; }
+  };
+  Rows key_table(int64_t bk) const {
+    if (element_direct) return {row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, 0), p.k_stride[2], p.perm};
+    return {kp + bk * N * tn * Dp, Dp, nullptr};
   }
-  const T* value_row(int64_t bk, int64_t j) const {
-    return element_direct ? row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, token(j)) : vp + (bk * N * tn + j) * Dp;
+  Rows value_table(int64_t bk) const {
+    if (element_direct) return {row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, 0), p.v_stride[2], p.perm};
+    return {vp + bk * N * tn * Dp, Dp, nullptr};
   }
   // whether packed rows are needed: by products (tiles) that cannot read the caller's, or by the element path
   bool packs_rows(bool tiles, bool elements) const { return (tiles && !direct) || (elements && !element_direct); }
@@ -646,6 +666,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
   const AttentionProblem& p = c.p;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const typename Call<T>::Rows key_rows = c.key_table(bk), value_rows = c.value_table(bk);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
     const int32_t* keys = p.ecols + ptr[0];
@@ -653,7 +674,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
     while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
     const T* q = w.q + r * c.Dp;
     T* sc = w.s;
-    dots(q, c.De, count, [&](int64_t t) { return c.key_row(bk, keys[t]); }, sc);
+    dots(q, c.De, count, [&](int64_t t) { return key_rows(keys[t]); }, sc);
     const int64_t padded = round_up<T>(count, W);
     for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
     V top = splat<V>(ninf);
@@ -668,7 +689,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
       store(sc + t, e);
       sum += e;
     }
-    weighted_rows(w.o + r * c.Dp, c.De, sc, count, [&](int64_t t) { return c.value_row(bk, keys[t]); });
+    weighted_rows(w.o + r * c.Dp, c.De, sc, count, [&](int64_t t) { return value_rows(keys[t]); });
     w.mx[r] = row_max;
     w.l[r] = hsum<T>(sum);
   }
@@ -825,8 +846,8 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
     const int64_t* ptr = p.ecol_ptr + g * (p.n_k + 1) + c0 + j;
     const int32_t* queries = p.erows + ptr[0];
     const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
-    const T* k = c.key_row(bk, c0 + j);
-    const T* v = c.value_row(bk, c0 + j);
+    const T* k = c.key_table(bk)(c0 + j);
+    const T* v = c.value_table(bk)(c0 + j);
     dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
     dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
     for (int64_t t = 0; t < count; ++t) {
