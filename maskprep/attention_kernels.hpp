@@ -401,6 +401,7 @@ struct Call {
   T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
   T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j), where they are packed (key_rows)
   T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
+  bool score_rows = false;  // forward: tile scores as dot products of K rows (few query rows: no K^T to pack)
   bool direct;          // the products read the caller's K and V rows themselves: no perm, D whole register tiles
   bool element_direct;  // the element path reads the caller's rows: D whole vectors
   int64_t De;           // the element path's row length: D rounded up to whole vectors
@@ -727,7 +728,18 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     const int64_t n = p.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
     const int64_t cols = imin(c.tn, key_end - c0);
-    gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
+    if (c.score_rows) {
+      const typename Call<T>::Rows key_rows = c.key_table(bk);
+      for (int64_t r = 0; r < rows_p; ++r) {
+        T* srow = w.s + r * c.tnp;
+        if (r < rows)
+          dots(w.q + r * c.Dp, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, srow);
+        else
+          for (int64_t j = 0; j < c.tnp; ++j) srow[j] = 0;
+      }
+    } else {
+      gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
+    }
     mask_tile<T>(c, w.s, rows_p, g, m, n, p.kind[e], p.payload_idx ? p.payload_idx[e] : -1, cols, w.planar);
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
     online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l);
@@ -750,16 +762,31 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   }
 }
 
+// Threads worth starting: one where the call's products (the plan's entries for every (batch, head)) are too small to
+// repay starting more (tens of microseconds each), e.g. decoding a few tokens.
+template <class T>
+int useful_threads(const Call<T>& c, int threads) {
+  const AttentionProblem& p = c.p;
+  const int64_t groups = p.mask_B * p.mask_H;
+  const double entries = double(p.row_ptr[groups * (c.M + 1) - 1] - p.row_ptr[0]) * double(c.BH) / double(groups);
+  return entries * double(c.tm * c.tn) * double(p.D) < 2e6 ? 1 : threads;
+}
+
 template <class T>
 void run_forward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
+  threads = useful_threads(c, threads);
   // which paths run: tiles (K^T packed; V rows read as they are where they can be) and elements
   bool tiles = !p.fwd_sparse, elements = false;
   for (int64_t i = 0; p.fwd_sparse && i < p.mask_B * p.mask_H * c.M; ++i) (p.fwd_sparse[i] ? elements : tiles) = true;
+  // K^T pays for its packing (a transposed copy of K) where enough query rows read each KV head's keys; for fewer
+  // (decoding) the tiles' scores are dot products of the K rows themselves
+  c.score_rows = p.n_q * c.rep <= 16;
+  const bool packs_kt = tiles && !c.score_rows;
   const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
-  const bool values = c.packs_rows(tiles, elements), keys = c.packs_rows(false, elements);
-  Buffer<T> kt(tiles ? kv_tiles : 0), vp(values ? kv_rows : 0), kp(keys ? kv_rows : 0);
-  c.kt = tiles ? kt.data : nullptr;
+  const bool values = c.packs_rows(tiles, elements), keys = c.packs_rows(false, elements || (tiles && c.score_rows));
+  Buffer<T> kt(packs_kt ? kv_tiles : 0), vp(values ? kv_rows : 0), kp(keys ? kv_rows : 0);
+  c.kt = packs_kt ? kt.data : nullptr;
   c.vp = values ? vp.data : nullptr;
   c.kp = keys ? kp.data : nullptr;
   pack_all_keys(c, threads);
@@ -984,6 +1011,7 @@ void finish_dkdv(Call<T>& c, int64_t unit) {
 template <class T>
 void run_backward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
+  threads = useful_threads(c, threads);
   const int64_t groups = p.mask_B * p.mask_H, Mq = c.M * c.tm;
   // Enough work units for every thread: whole (batch, head)s when they divide among the threads or are many, else
   // each (batch, head)'s key blocks in ranges of about equal entries, each with a dQ buffer of its own.
