@@ -124,34 +124,32 @@ static int resolve(int isa) {
   return isa;
 }
 
-void attention_forward(const AttentionProblem& p, int threads, int isa) {
+namespace {
+
+struct Entries {
+  void (*forward)(const AttentionProblem&, int);
+  void (*backward)(const AttentionProblem&, int);
+};
+
+Entries entries(int isa) {
   switch (resolve(isa)) {
 #if defined(MASKPREP_HAVE_AVX512)
     case ISA_AVX512:
-      return isa_avx512::forward(p, threads);
+      return {isa_avx512::forward, isa_avx512::backward};
 #endif
 #if defined(MASKPREP_HAVE_AVX2)
     case ISA_AVX2:
-      return isa_avx2::forward(p, threads);
+      return {isa_avx2::forward, isa_avx2::backward};
 #endif
     default:
-      return isa_generic::forward(p, threads);
+      return {isa_generic::forward, isa_generic::backward};
   }
 }
 
-void attention_backward(const AttentionProblem& p, int threads, int isa) {
-  switch (resolve(isa)) {
-#if defined(MASKPREP_HAVE_AVX512)
-    case ISA_AVX512:
-      return isa_avx512::backward(p, threads);
-#endif
-#if defined(MASKPREP_HAVE_AVX2)
-    case ISA_AVX2:
-      return isa_avx2::backward(p, threads);
-#endif
-    default:
-      return isa_generic::backward(p, threads);
-  }
-}
+}  // namespace
+
+void attention_forward(const AttentionProblem& p, int threads, int isa) { entries(isa).forward(p, threads); }
+
+void attention_backward(const AttentionProblem& p, int threads, int isa) { entries(isa).backward(p, threads); }
 
 }  // namespace maskprep

@@ -13,6 +13,23 @@ namespace maskprep {
 // The instruction sets the kernels are built for; ISA_AUTO picks the widest the CPU runs.
 enum AttentionIsa : int { ISA_AUTO = -1, ISA_GENERIC = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
 
+// The arrays of a block plan (maskattn.plan.BlockMask's); payload_idx / bit_pool or intervals may be null.
+struct PlanPointers {
+  const int64_t* row_ptr;
+  const int32_t* col_idx;
+  const uint8_t* kind;
+  const int32_t* payload_idx;
+  const int64_t* col_ptr;
+  const int32_t* row_idx;
+  const uint8_t* bwd_kind;
+  const int32_t* bwd_payload_idx;
+  const uint32_t* bit_pool;
+  int64_t pool_tiles;
+  const int32_t* intervals;  // (G, n_k, 4): LTS, LTE, UTS, UTE
+  const int32_t* m_order;    // (G, M)
+  const int64_t* perm;       // plan position -> caller token, or null
+};
+
 // One attention call. Arrays q, k, v, dout, out are 4-d (B, H or Hk, n, D) with element strides (batch, head,
 // row) and a contiguous last dimension; everything the kernels write is C-contiguous. T is float (dtype_bytes 4)
 // or double (8) for every floating array alike.
@@ -41,20 +58,8 @@ struct AttentionProblem {
   void* dk;     // backward: (B, Hk, n_k, D)
   void* dv;
 
-  // the plan (maskattn.plan.BlockMask's arrays); payload_idx / bit_pool or intervals may be null
-  const int64_t* row_ptr;
-  const int32_t* col_idx;
-  const uint8_t* kind;
-  const int32_t* payload_idx;
-  const int64_t* col_ptr;
-  const int32_t* row_idx;
-  const uint8_t* bwd_kind;
-  const int32_t* bwd_payload_idx;
-  const uint32_t* bit_pool;
-  const int32_t* intervals;  // (G, n_k, 4): LTS, LTE, UTS, UTE
-  const int32_t* m_order;    // (G, M)
-  const int64_t* perm;       // plan position -> caller token, or null
-  const int64_t* key_lens;   // forward: (B,) keys to see per batch, or null
+  PlanPointers plan;
+  const int64_t* key_lens;  // forward: (B,) keys to see per batch, or null
 
   // the element path (element_lists.hpp), or all null: blocks marked sparse take their rows' keys (forward) or
   // their keys' rows (backward) one by one instead of whole tiles
@@ -87,10 +92,10 @@ void attention_forward(const AttentionProblem& p, int threads, int isa);
 void attention_backward(const AttentionProblem& p, int threads, int isa);
 
 // What each instruction set's translation unit defines (attention_kernels.hpp); attention.cpp dispatches.
-#define MASKPREP_ISA_ENTRIES(ns)                                      \
-  namespace ns {                                                      \
-  void forward(const AttentionProblem& p, int threads);               \
-  void backward(const AttentionProblem& p, int threads);              \
+#define MASKPREP_ISA_ENTRIES(ns)                        \
+  namespace ns {                                        \
+  void forward(const AttentionProblem& p, int threads);  \
+  void backward(const AttentionProblem& p, int threads); \
   }
 MASKPREP_ISA_ENTRIES(isa_generic)
 MASKPREP_ISA_ENTRIES(isa_avx2)

@@ -20,6 +20,20 @@ cnp.import_array()
 
 
 cdef extern from "attention.hpp" namespace "maskprep" nogil:
+    cdef struct PlanPointers:
+        const int64_t* row_ptr
+        const int32_t* col_idx
+        const uint8_t* kind
+        const int32_t* payload_idx
+        const int64_t* col_ptr
+        const int32_t* row_idx
+        const uint8_t* bwd_kind
+        const int32_t* bwd_payload_idx
+        const uint32_t* bit_pool
+        int64_t pool_tiles
+        const int32_t* intervals
+        const int32_t* m_order
+        const int64_t* perm
     cdef struct AttentionProblem:
         int64_t B, H, Hk, n_q, n_k, D
         int64_t tile_m, tile_n
@@ -42,18 +56,7 @@ cdef extern from "attention.hpp" namespace "maskprep" nogil:
         void* dq
         void* dk
         void* dv
-        const int64_t* row_ptr
-        const int32_t* col_idx
-        const uint8_t* kind
-        const int32_t* payload_idx
-        const int64_t* col_ptr
-        const int32_t* row_idx
-        const uint8_t* bwd_kind
-        const int32_t* bwd_payload_idx
-        const uint32_t* bit_pool
-        const int32_t* intervals
-        const int32_t* m_order
-        const int64_t* perm
+        PlanPointers plan
         const int64_t* key_lens
         const uint8_t* fwd_sparse
         const int64_t* erow_ptr
@@ -77,17 +80,8 @@ cdef extern from "element_lists.hpp" namespace "maskprep" nogil:
         vector[int64_t] col_ptr
         vector[int32_t] rows
     cdef struct BitsPlan:
+        PlanPointers arrays
         int64_t groups, n_q, n_k, tile_m, tile_n
-        const int64_t* row_ptr
-        const int32_t* col_idx
-        const uint8_t* kind
-        const int32_t* payload_idx
-        const int64_t* col_ptr
-        const int32_t* row_idx
-        const uint8_t* bwd_kind
-        const int32_t* bwd_payload_idx
-        const uint32_t* bit_pool
-        int64_t pool_tiles
     void c_element_lists "maskprep::element_lists"(const BitsPlan& p, double max_density, ElementLists& out) except +
 
 
@@ -180,16 +174,11 @@ cdef class _PlanView:
             if bool(np.any(self.arrays["kind"] != 1)):
                 raise ValueError("plan has PARTIAL tiles but neither intervals nor a bit pool")
 
-    def __getitem__(self, str name):
-        return self.arrays[name]
-
     cdef const void* at(self, str name):
         x = self.arrays[name]
         return NULL if x is None or x.size == 0 else cnp.PyArray_DATA(<cnp.ndarray>x)
 
-    cdef void fill(self, plan, AttentionProblem* p):
-        p.tile_m, p.tile_n = map(int, plan.tile)
-        p.mask_B, p.mask_H = int(plan.shape[0]), int(plan.shape[1])
+    cdef void fill(self, PlanPointers* p):
         p.row_ptr = <const int64_t*>self.at("row_ptr")
         p.col_idx = <const int32_t*>self.at("col_idx")
         p.kind = <const uint8_t*>self.at("kind")
@@ -199,9 +188,15 @@ cdef class _PlanView:
         p.bwd_kind = <const uint8_t*>self.at("bwd_kind")
         p.bwd_payload_idx = <const int32_t*>self.at("bwd_payload_idx")
         p.bit_pool = <const uint32_t*>self.at("bit_pool")
+        p.pool_tiles = 0 if self.arrays["bit_pool"] is None else self.arrays["bit_pool"].shape[0]
         p.intervals = <const int32_t*>self.at("intervals")
         p.m_order = <const int32_t*>self.at("m_order")
         p.perm = <const int64_t*>self.at("perm")
+
+    cdef void problem(self, plan, AttentionProblem* p):
+        p.tile_m, p.tile_n = map(int, plan.tile)
+        p.mask_B, p.mask_H = int(plan.shape[0]), int(plan.shape[1])
+        self.fill(&p.plan)
 
 
 cdef object _vector_array(const void* data, size_t count, dtype):
@@ -238,16 +233,7 @@ def element_lists(plan, double max_density=SPARSE_DENSITY):
     cdef BitsPlan b
     b.groups, b.n_q, b.n_k = G, int(plan.shape[2]), int(plan.shape[3])
     b.tile_m, b.tile_n = map(int, plan.tile)
-    b.row_ptr = <const int64_t*>view.at("row_ptr")
-    b.col_idx = <const int32_t*>view.at("col_idx")
-    b.kind = <const uint8_t*>view.at("kind")
-    b.payload_idx = <const int32_t*>view.at("payload_idx")
-    b.col_ptr = <const int64_t*>view.at("col_ptr")
-    b.row_idx = <const int32_t*>view.at("row_idx")
-    b.bwd_kind = <const uint8_t*>view.at("bwd_kind")
-    b.bwd_payload_idx = <const int32_t*>view.at("bwd_payload_idx")
-    b.bit_pool = <const uint32_t*>view.at("bit_pool")
-    b.pool_tiles = view["bit_pool"].shape[0]
+    view.fill(&b.arrays)
     cdef ElementLists out
     with nogil:
         c_element_lists(b, max_density, out)
@@ -338,7 +324,7 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
     cdef AttentionProblem p
     q, k, v = _inputs(&p, q, k, v)
     cdef _PlanView view = _PlanView(plan, p.B, p.H, p.n_q, p.n_k)
-    view.fill(plan, &p)
+    view.problem(plan, &p)
     held = _lists(&p, lists, p.mask_B * p.mask_H, p.n_q, p.n_k, (p.n_q + p.tile_m - 1) // p.tile_m,
                   (p.n_k + p.tile_n - 1) // p.tile_n)
     lens = None
@@ -400,7 +386,7 @@ def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=
     if lse.shape != q.shape[:3]:
         raise ValueError(f"lse must have shape {q.shape[:3]}; got {lse.shape}")
     cdef _PlanView view = _PlanView(plan, p.B, p.H, p.n_q, p.n_k)
-    view.fill(plan, &p)
+    view.problem(plan, &p)
     held = _lists(&p, lists, p.mask_B * p.mask_H, p.n_q, p.n_k, (p.n_q + p.tile_m - 1) // p.tile_m,
                   (p.n_k + p.tile_n - 1) // p.tile_n)
     p.key_lens = NULL

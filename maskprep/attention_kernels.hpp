@@ -433,7 +433,7 @@ struct Call {
     BH = p.B * p.H;
     scale2 = static_cast<T>(p.scale * LOG2E);
     scale2_lo = static_cast<T>(p.scale * LOG2E - double(scale2));
-    direct = !p.perm && p.D == Dp;
+    direct = !p.plan.perm && p.D == Dp;
     De = round_up<T>(p.D, Simd<T>::W);
     element_direct = p.D == De;
     tile_words = tm * tn / 32;
@@ -442,7 +442,7 @@ struct Call {
   int64_t group(int64_t b, int64_t h) const {
     return (p.mask_B > 1 ? b : 0) * p.mask_H + (p.mask_H > 1 ? h : 0);
   }
-  int64_t token(int64_t pos) const { return p.perm ? p.perm[pos] : pos; }
+  int64_t token(int64_t pos) const { return p.plan.perm ? p.plan.perm[pos] : pos; }
   const T* row_of(const void* base, const int64_t* stride, int64_t b, int64_t h, int64_t row) const {
     return static_cast<const T*>(base) + b * stride[0] + h * stride[1] + row * stride[2];
   }
@@ -467,11 +467,11 @@ struct Call {
     const T* operator()(int64_t j) const { return base + (perm ? perm[j] : j) * ld; }
   };
   Rows key_table(int64_t bk) const {
-    if (element_direct) return {row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, 0), p.k_stride[2], p.perm};
+    if (element_direct) return {row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, 0), p.k_stride[2], p.plan.perm};
     return {kp + bk * N * tn * Dp, Dp, nullptr};
   }
   Rows value_table(int64_t bk) const {
-    if (element_direct) return {row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, 0), p.v_stride[2], p.perm};
+    if (element_direct) return {row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, 0), p.v_stride[2], p.plan.perm};
     return {vp + bk * N * tn * Dp, Dp, nullptr};
   }
   // whether packed rows are needed: by products (tiles) that cannot read the caller's, or by the element path
@@ -586,10 +586,10 @@ void mask_tile(const Call<T>& c, T* s, int64_t rows, int64_t g, int64_t m, int64
                int64_t cols, typename Simd<T>::Idx* planar) {
   const AttentionProblem& p = c.p;
   if (kind == PARTIAL_TILE) {
-    if (p.intervals)
-      mask_intervals<T>(s, c.tnp, rows, m * c.tm, cols, p.intervals + (g * p.n_k + n * c.tn) * 4, planar, c.tnp);
+    if (p.plan.intervals)
+      mask_intervals<T>(s, c.tnp, rows, m * c.tm, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar, c.tnp);
     else
-      mask_bits<T>(s, c.tnp, rows, cols, p.bit_pool + payload * c.tile_words, c.tn);
+      mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words, c.tn);
   }
   if (cols < c.tnp) {
     const T ninf = neg_inf<T>();
@@ -702,7 +702,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   // head by head (the threads share one head's K and V in cache), each head's query blocks heaviest first
   const int64_t bh = unit / c.M, rank = unit % c.M, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
   const int64_t g = c.group(b, h);
-  const int64_t m = p.m_order ? p.m_order[g * c.M + rank] : rank;
+  const int64_t m = p.plan.m_order ? p.plan.m_order[g * c.M + rank] : rank;
   const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
   ForwardScratch<T> w(c, thread);
   const T ninf = neg_inf<T>();
@@ -722,10 +722,10 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   int64_t key_end = p.n_k;
   if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
   const int64_t bk = b * p.Hk + kv;
-  const int64_t* row_ptr = p.row_ptr + g * (c.M + 1);
+  const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
   if (c.fwd_elements(g, m)) forward_elements<T>(c, w, g, bk, r0, rows, key_end);
   for (int64_t e = c.fwd_elements(g, m) ? row_ptr[m + 1] : row_ptr[m]; e < row_ptr[m + 1]; ++e) {
-    const int64_t n = p.col_idx[e], c0 = n * c.tn;
+    const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
     const int64_t cols = imin(c.tn, key_end - c0);
     if (c.score_rows) {
@@ -740,7 +740,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     } else {
       gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
     }
-    mask_tile<T>(c, w.s, rows_p, g, m, n, p.kind[e], p.payload_idx ? p.payload_idx[e] : -1, cols, w.planar);
+    mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.kind[e], p.plan.payload_idx ? p.plan.payload_idx[e] : -1, cols, w.planar);
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
     online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l);
     gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp);
@@ -768,7 +768,7 @@ template <class T>
 int useful_threads(const Call<T>& c, int threads) {
   const AttentionProblem& p = c.p;
   const int64_t groups = p.mask_B * p.mask_H;
-  const double entries = double(p.row_ptr[groups * (c.M + 1) - 1] - p.row_ptr[0]) * double(c.BH) / double(groups);
+  const double entries = double(p.plan.row_ptr[groups * (c.M + 1) - 1] - p.plan.row_ptr[0]) * double(c.BH) / double(groups);
   return entries * double(c.tm * c.tn) * double(p.D) < 2e6 ? 1 : threads;
 }
 
@@ -912,7 +912,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const T* dop = c.dop + bh * Mq * c.Dp;
   const T* lse2 = c.lse2 + 2 * bh * Mq;
   const T* delta = c.delta + bh * Mq;
-  const int64_t* col_ptr = p.col_ptr + g * (c.N + 1);
+  const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
   const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
   for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
     const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
@@ -920,12 +920,12 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
     std::memset(w.dv, 0, c.tnp * c.Dp * sizeof(T));
     if (c.bwd_elements(g, n)) backward_elements<T>(c, w, g, bk, n, qp, dop, lse2, delta, dq);
     for (int64_t e = c.bwd_elements(g, n) ? col_ptr[n + 1] : col_ptr[n]; e < col_ptr[n + 1]; ++e) {
-      const int64_t m = p.row_idx[e], r0 = m * c.tm;
+      const int64_t m = p.plan.row_idx[e], r0 = m * c.tm;
       const int64_t rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
       const T* q = qp + r0 * c.Dp;
       const T* dout = dop + r0 * c.Dp;
       gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
-      mask_tile<T>(c, w.s, rows_p, g, m, n, p.bwd_kind[e], p.bwd_payload_idx ? p.bwd_payload_idx[e] : -1, cols,
+      mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.bwd_kind[e], p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1, cols,
                    w.planar);
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
@@ -1019,7 +1019,7 @@ void run_backward(const AttentionProblem& p, int threads) {
     c.chunks = imax(1, imin(c.N, (4 * threads + c.BH - 1) / c.BH));
   Buffer<int64_t> bounds(groups * (c.chunks + 1));
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t* col_ptr = p.col_ptr + g * (c.N + 1);
+    const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
     const int64_t total = col_ptr[c.N] - col_ptr[0];
     int64_t* b = bounds.data + g * (c.chunks + 1);
     int64_t n = 0;

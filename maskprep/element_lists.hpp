@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention.hpp"
+
 namespace maskprep {
 
 struct ElementLists {
@@ -24,18 +26,9 @@ struct ElementLists {
   std::vector<int32_t> rows;
 };
 
-struct BitsPlan {  // what of a plan the lists need
+struct BitsPlan {  // what of a plan the lists need: its arrays and geometry
+  PlanPointers arrays;
   int64_t groups, n_q, n_k, tile_m, tile_n;
-  const int64_t* row_ptr;
-  const int32_t* col_idx;
-  const uint8_t* kind;
-  const int32_t* payload_idx;
-  const int64_t* col_ptr;
-  const int32_t* row_idx;
-  const uint8_t* bwd_kind;
-  const int32_t* bwd_payload_idx;
-  const uint32_t* bit_pool;
-  int64_t pool_tiles;
 };
 
 namespace element_lists_detail {
@@ -88,15 +81,15 @@ inline void mark_sparse(const BitsPlan& p, const int64_t* ptr, const uint8_t* ki
 inline void element_lists(const BitsPlan& p, double max_density, ElementLists& out) {
   using namespace element_lists_detail;
   const int64_t M = cdiv(p.n_q, p.tile_m), N = cdiv(p.n_k, p.tile_n), words = p.tile_m * p.tile_n / 32;
-  std::vector<int64_t> ones(p.pool_tiles, 0);
-  for (int64_t t = 0; t < p.pool_tiles; ++t)
-    for (int64_t w = 0; w < words; ++w) ones[t] += __builtin_popcount(p.bit_pool[t * words + w]);
+  std::vector<int64_t> ones(p.arrays.pool_tiles, 0);
+  for (int64_t t = 0; t < p.arrays.pool_tiles; ++t)
+    for (int64_t w = 0; w < words; ++w) ones[t] += __builtin_popcount(p.arrays.bit_pool[t * words + w]);
   auto tile_bits = [&](uint8_t kind, int32_t payload) -> const uint32_t* {
-    return kind == 2 ? p.bit_pool + static_cast<int64_t>(payload) * words : nullptr;
+    return kind == 2 ? p.arrays.bit_pool + static_cast<int64_t>(payload) * words : nullptr;
   };
 
   // forward: each sparse query block's rows, their keys ascending (entries ascend, and bits within a row)
-  mark_sparse(p, p.row_ptr, p.kind, p.payload_idx, p.col_idx, M, true, ones, max_density, out.fwd_sparse);
+  mark_sparse(p, p.arrays.row_ptr, p.arrays.kind, p.arrays.payload_idx, p.arrays.col_idx, M, true, ones, max_density, out.fwd_sparse);
   out.row_ptr.assign(p.groups * (p.n_q + 1), 0);
   for (int pass = 0; pass < 2; ++pass) {
     int64_t at = 0;
@@ -108,9 +101,9 @@ inline void element_lists(const BitsPlan& p, double max_density, ElementLists& o
         for (int64_t r = 0; r < rows; ++r) {
           ptr[r0 + r] = at;
           if (!sparse) continue;
-          for (int64_t e = p.row_ptr[g * (M + 1) + m]; e < p.row_ptr[g * (M + 1) + m + 1]; ++e) {
-            const int64_t n = p.col_idx[e], c0 = n * p.tile_n;
-            row_elements(tile_bits(p.kind[e], p.payload_idx ? p.payload_idx[e] : -1), r, p.tile_n,
+          for (int64_t e = p.arrays.row_ptr[g * (M + 1) + m]; e < p.arrays.row_ptr[g * (M + 1) + m + 1]; ++e) {
+            const int64_t n = p.arrays.col_idx[e], c0 = n * p.tile_n;
+            row_elements(tile_bits(p.arrays.kind[e], p.arrays.payload_idx ? p.arrays.payload_idx[e] : -1), r, p.tile_n,
                          std::min(p.tile_n, p.n_k - c0), [&](int64_t c) {
                            if (pass) out.cols[at] = static_cast<int32_t>(c0 + c);
                            ++at;
@@ -124,7 +117,7 @@ inline void element_lists(const BitsPlan& p, double max_density, ElementLists& o
   }
 
   // backward: each sparse key block's keys, their queries ascending (entries ascend, rows within a tile)
-  mark_sparse(p, p.col_ptr, p.bwd_kind, p.bwd_payload_idx, p.row_idx, N, false, ones, max_density,
+  mark_sparse(p, p.arrays.col_ptr, p.arrays.bwd_kind, p.arrays.bwd_payload_idx, p.arrays.row_idx, N, false, ones, max_density,
               out.bwd_sparse);
   out.col_ptr.assign(p.groups * (p.n_k + 1), 0);
   std::vector<int64_t> next;
@@ -136,9 +129,9 @@ inline void element_lists(const BitsPlan& p, double max_density, ElementLists& o
       for (int64_t n = 0; n < N; ++n) {
         if (!out.bwd_sparse[g * N + n]) continue;
         const int64_t c0 = n * p.tile_n, cols = std::min(p.tile_n, p.n_k - c0);
-        for (int64_t e = p.col_ptr[g * (N + 1) + n]; e < p.col_ptr[g * (N + 1) + n + 1]; ++e) {
-          const int64_t m = p.row_idx[e], r0 = m * p.tile_m, rows = std::min(p.tile_m, p.n_q - r0);
-          const uint32_t* bits = tile_bits(p.bwd_kind[e], p.bwd_payload_idx ? p.bwd_payload_idx[e] : -1);
+        for (int64_t e = p.arrays.col_ptr[g * (N + 1) + n]; e < p.arrays.col_ptr[g * (N + 1) + n + 1]; ++e) {
+          const int64_t m = p.arrays.row_idx[e], r0 = m * p.tile_m, rows = std::min(p.tile_m, p.n_q - r0);
+          const uint32_t* bits = tile_bits(p.arrays.bwd_kind[e], p.arrays.bwd_payload_idx ? p.arrays.bwd_payload_idx[e] : -1);
           for (int64_t r = 0; r < rows; ++r)
             row_elements(bits, r, p.tile_n, cols, [&](int64_t c) {
               if (pass)
