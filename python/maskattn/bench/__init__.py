@@ -17,8 +17,7 @@ import json
 import pathlib
 
 from . import workloads
-
-DEFAULT_N, DEFAULT_HEADS, DEFAULT_HEAD_DIM = [8192, 16384], 16, 128  # the GPU modes'; --cpu has its own (bench.cpu)
+from .common import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_N
 
 
 def main(args) -> int:

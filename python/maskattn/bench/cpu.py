@@ -5,11 +5,13 @@ machine's dense float32 GEMM rate as the yardstick of what its cores can do.
 The targets of issue 20: maskattn's time at most 1.25 x (density x SDPA's time with the dense mask), and at most half
 SDPA's time wherever the density is 0.25 or less. ``vs target`` is maskattn's time over that bound (<= 1 meets it).
 Defaults where not given: n 4096 and 16384, H 8, D 64, the threads of ``backends.cpu.threads`` for both libraries.
+Times are the fastest of a few runs after a warm-up (a compute-bound call is only ever slowed by what else runs on the
+machine); the load average is printed at the start and after each size.
 """
 
 from __future__ import annotations
 
-import statistics
+import os
 import time
 
 import numpy as np
@@ -18,27 +20,31 @@ import maskattn
 from maskattn.backends import cpu
 
 from . import workloads
-from .common import fmt, ratio, try_
+from .common import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_N, fmt, ratio, try_
 
 CPU_N = (4096, 16384)
 CPU_HEADS, CPU_HEAD_DIM = 8, 64
 
 
-def _median_s(fn, reps: int) -> float:
+def _best_s(fn, reps: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(reps):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else ""
 
 
 def gemm_gflops(n: int = 4096) -> float:
     """The machine's dense float32 GEMM rate in GFLOP/s: NumPy's BLAS on n x n matrices, with its own threads."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    return 2 * n**3 / _median_s(lambda: a @ b, 3) / 1e9
+    return 2 * n**3 / _best_s(lambda: a @ b, 3) / 1e9
 
 
 def target_ms(density: float, sdpa_ms):
@@ -51,8 +57,6 @@ def target_ms(density: float, sdpa_ms):
 
 def _defaults(args):
     """The CPU mode's shapes where the command line left the GPU modes' defaults."""
-    from . import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_N
-
     ns = CPU_N if list(args.n) == list(DEFAULT_N) else tuple(args.n)
     heads = CPU_HEADS if args.heads == DEFAULT_HEADS else args.heads
     head_dim = CPU_HEAD_DIM if args.head_dim == DEFAULT_HEAD_DIM else args.head_dim
@@ -75,8 +79,8 @@ def run(args) -> list[dict]:
 
     gemm = gemm_gflops()
     print(f"CPU kernels: {kernels.best_isa()}, {threads} threads, tile {cpu.TILE}; float32 GEMM (NumPy's BLAS) "
-          f"{gemm:.0f} GFLOP/s" + (f"; torch {torch.__version__} with {torch.get_num_threads()} threads" if torch else ""),
-          flush=True)
+          f"{gemm:.0f} GFLOP/s" + (f"; torch {torch.__version__} with {torch.get_num_threads()} threads" if torch else "")
+          + f"; {_load()}", flush=True)
     rows = []
     for n in ns:
         reps, sdpa_reps = (5, 2) if n <= 8192 else (3, 1)
@@ -104,8 +108,8 @@ def run(args) -> list[dict]:
                 out, lse = forward()
                 return cpu.backward(do, q, k, v, out, lse, plan, scale, threads=threads)
 
-            row["fwd_ms"] = _median_s(forward, reps) * 1e3
-            row["fwdbwd_ms"] = _median_s(forward_backward, reps) * 1e3
+            row["fwd_ms"] = _best_s(forward, reps) * 1e3
+            row["fwdbwd_ms"] = _best_s(forward_backward, reps) * 1e3
             useful = 4 * D * B * H * stats["density"] * n_q * n_k  # FLOP of the forward's true pairs
             row["fwd_gflops"] = useful / row["fwd_ms"] / 1e6
             row["fwdbwd_gflops"] = 3.5 * useful / row["fwdbwd_ms"] / 1e6  # the backward does 2.5 x the forward's
@@ -121,8 +125,8 @@ def run(args) -> list[dict]:
                     a, b, c = (x.detach().requires_grad_() for x in (tq, tk, tv))
                     F.scaled_dot_product_attention(a, b, c, attn_mask=mask, scale=scale).backward(tdo)
 
-                row["sdpa_fwd_ms"] = try_(lambda: _median_s(sdpa, sdpa_reps) * 1e3, errors, "sdpa forward")
-                row["sdpa_fwdbwd_ms"] = try_(lambda: _median_s(sdpa_fwd_bwd, sdpa_reps) * 1e3, errors, "sdpa backward")
+                row["sdpa_fwd_ms"] = try_(lambda: _best_s(sdpa, sdpa_reps) * 1e3, errors, "sdpa forward")
+                row["sdpa_fwdbwd_ms"] = try_(lambda: _best_s(sdpa_fwd_bwd, sdpa_reps) * 1e3, errors, "sdpa backward")
                 ref = try_(sdpa, errors, "sdpa")
                 if ref is not None:  # rows that see no key: SDPA gives NaN, maskattn 0
                     seen = mask.any(-1).numpy()
@@ -135,6 +139,7 @@ def run(args) -> list[dict]:
             row["errors"] = errors
             rows.append(row)
             print_row(row)
+        print(f"n={n} done; {_load()}", flush=True)
     return rows
 
 
