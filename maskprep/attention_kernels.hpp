@@ -347,20 +347,35 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 
 // C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
 // K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
-// price of one pass over C per block).
+// price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
+// (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
+// masked elements; a register tile that takes none is left as it is (ACC) or zeroed.
 constexpr int64_t KB = MASKPREP_KB;
-template <class T, bool ACC>
+static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
+constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
+inline uint64_t all_blocks(int64_t, int64_t) { return ALL_BLOCKS; }
+
+template <class T, bool ACC, class Blocks = uint64_t (*)(int64_t, int64_t)>
 void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks, const T* b, int64_t ldb, T* c,
-          int64_t ldc) {
+          int64_t ldc, Blocks&& blocks = all_blocks) {
   constexpr int64_t NC = NV * Simd<T>::W;
   for (int64_t j = 0; j < N; j += NC)
     for (int64_t i = 0; i < M; i += MR) {
       const T* ai = a + i * a_rs;
       T* ci = c + i * ldc + j;
-      const int64_t first = K < KB ? K : KB;
-      register_tile<T, ACC>(first, ai, a_rs, a_ks, b + j, ldb, ci, ldc);
-      for (int64_t k = first; k < K; k += KB)
-        register_tile<T, true>(K - k < KB ? K - k : KB, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
+      const uint64_t take = blocks(i / MR, j / KB);
+      bool started = ACC;
+      for (int64_t k = 0, kb = 0; k < K; k += KB, ++kb) {
+        if (kb < 64 && !((take >> kb) & 1)) continue;
+        const int64_t len = K - k < KB ? K - k : KB;
+        if (started)
+          register_tile<T, true>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
+        else
+          register_tile<T, false>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
+        started = true;
+      }
+      if (!started)
+        for (int r = 0; r < MR; ++r) std::memset(ci + r * ldc, 0, NC * sizeof(T));
     }
 }
 
@@ -532,10 +547,11 @@ void pack_all_keys(Call<T>& c, int threads) {
 
 // ------------------------------------------------------------------------------------------------------ masking
 
-// Applies the plan's mask to a PARTIAL tile's scores: -inf where an element is masked. rows: valid query rows of
-// the tile, r0 its first plan row; cols: its valid key columns (those past `cols` are set to -inf by the caller).
+// Applies the plan's mask to a PARTIAL tile's scores: -inf where an element is masked, on the key groups vis names
+// for each row's register tile (tile_visibility; the others are never read). rows: valid query rows of the tile, r0
+// its first plan row; cols: its valid key columns (those past `cols` are set to -inf by the caller).
 template <class T>
-void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* words, int64_t tn) {
+void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* words, int64_t tn, const uint64_t* vis) {
   using V = typename Simd<T>::V;
   using I = typename Simd<T>::I;
   constexpr int W = Simd<T>::W;
@@ -546,6 +562,10 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = r * tn;  // tn and W divide 32 or each other: W bits never straddle a word
     for (int64_t j = 0; j < cols; j += W) {
+      if (!((vis[r / MR] >> (j / KB)) & 1)) {
+        j = (j / KB + 1) * KB - W;  // on to the next key group
+        continue;
+      }
       const int64_t bit = off + j;
       const uint32_t chunk = (words[bit >> 5] >> (bit & 31)) & low;
       const I seen = (splat<I>(static_cast<typename Simd<T>::Idx>(chunk)) >> lane) & 1;
@@ -557,7 +577,7 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
 
 template <class T>
 void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, const int32_t* iv,
-                    typename Simd<T>::Idx* planar, int64_t tnp) {
+                    typename Simd<T>::Idx* planar, int64_t tnp, const uint64_t* vis) {
   using Idx = typename Simd<T>::Idx;
   Idx* lts = planar;
   Idx* lte = planar + tnp;
@@ -573,23 +593,74 @@ void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, co
   for (int64_t r = 0; r < rows; ++r) {
     const Idx i = static_cast<Idx>(r0 + r);
     T* row = s + r * ld;
-    for (int64_t j = 0; j < cols; ++j) {
-      const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
-      row[j] = masked ? ninf : row[j];
+    for (int64_t j0 = 0; j0 < cols; j0 += KB) {
+      if (!((vis[r / MR] >> (j0 / KB)) & 1)) continue;
+      for (int64_t j = j0; j < imin(cols, j0 + KB); ++j) {
+        const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
+        row[j] = masked ? ninf : row[j];
+      }
     }
+  }
+}
+
+// Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KB) for row r and key j (bits:
+// exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KB] bit
+// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward. Products skip
+// the rest (whose probabilities and score gradients are 0). rows: valid rows of the tile; cols: valid keys.
+template <class T>
+void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t payload, int64_t rows, int64_t cols,
+                     uint64_t* vis, uint64_t* vis_t) {
+  const AttentionProblem& p = c.p;
+  const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + KB - 1) / KB;
+  for (int64_t rg = 0; rg < c.tm / MR; ++rg) vis[rg] = 0;
+  if (p.plan.intervals) {
+    const int32_t* iv = p.plan.intervals + (g * p.n_k + n * c.tn) * 4;
+    const int64_t r0 = m * c.tm, r1 = r0 + rows;
+    for (int64_t kg = 0; kg < key_groups; ++kg) {
+      int64_t lo = r1, hi = r0;  // rows [lo, hi) bound every visible row of the group's keys
+      for (int64_t j = kg * KB; j < imin(cols, (kg + 1) * KB); ++j) {
+        const int64_t a0 = iv[4 * j], a1 = iv[4 * j + 1], b0 = iv[4 * j + 2], b1 = iv[4 * j + 3];
+        auto masked = [&](int64_t i) { return (a0 <= i && i < a1) || (b0 <= i && i < b1); };
+        // the first visible row is r0 or just past a masked range, the last r1 - 1 or just before one
+        int64_t first = r1, last = r0 - 1;
+        for (int64_t i : {r0, a1, b1})
+          if (i >= r0 && i < r1 && !masked(i) && i < first) first = i;
+        for (int64_t i : {r1 - 1, a0 - 1, b0 - 1})
+          if (i >= r0 && i < r1 && !masked(i) && i > last) last = i;
+        if (first <= last) lo = imin(lo, first), hi = imax(hi, last + 1);
+      }
+      for (int64_t rg = (lo - r0) / MR; lo < hi && rg <= (hi - 1 - r0) / MR; ++rg) vis[rg] |= uint64_t(1) << kg;
+    }
+  } else {
+    const uint32_t* words = p.plan.bit_pool + payload * c.tile_words;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t kg = 0; kg < key_groups; ++kg) {
+        // the group's bits of row r: KB = 32 keys from a 16-bit boundary, never past the row's last key
+        const int64_t bit = r * c.tn + kg * KB, len = imin(KB, cols - kg * KB);
+        uint64_t chunk = words[bit >> 5] >> (bit & 31);
+        if ((bit & 31) + len > 32) chunk |= uint64_t(words[(bit >> 5) + 1]) << (32 - (bit & 31));
+        if (len < 64) chunk &= (uint64_t(1) << len) - 1;
+        if (chunk) vis[r / MR] |= uint64_t(1) << kg;
+      }
+  }
+  for (int64_t kg = 0; kg < (c.tnp + KB - 1) / KB; ++kg) {
+    vis_t[kg] = 0;
+    for (int64_t rg = 0; rg < groups; ++rg)
+      if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
   }
 }
 
 // Masks entry (g, m, n) of the plan: its payload if PARTIAL, and the columns past `cols` always.
 template <class T>
 void mask_tile(const Call<T>& c, T* s, int64_t rows, int64_t g, int64_t m, int64_t n, uint8_t kind, int32_t payload,
-               int64_t cols, typename Simd<T>::Idx* planar) {
+               int64_t cols, typename Simd<T>::Idx* planar, const uint64_t* vis) {
   const AttentionProblem& p = c.p;
   if (kind == PARTIAL_TILE) {
     if (p.plan.intervals)
-      mask_intervals<T>(s, c.tnp, rows, m * c.tm, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar, c.tnp);
+      mask_intervals<T>(s, c.tnp, rows, m * c.tm, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar, c.tnp,
+                        vis);
     else
-      mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words, c.tn);
+      mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words, c.tn, vis);
   }
   if (cols < c.tnp) {
     const T ninf = neg_inf<T>();
@@ -623,17 +694,25 @@ struct ForwardScratch {
 
 // Online softmax over one tile of scores (rows x ncols, masked elements -inf): row maxima and sums updated (in base 2:
 // exponents are scores * scale2), the output rows rescaled, the scores replaced by their probabilities (0 where
-// masked).
+// masked). Only the key groups vis names for a row's register tile (all where vis is null): the products read no
+// others.
 template <class T>
-void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l) {
+void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l, const uint64_t* vis) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * c.tnp;
+    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+    auto skip = [&](int64_t& j) {  // past an unseen key group
+      if ((seen >> (j / KB)) & 1) return false;
+      j = (j / KB + 1) * KB - W;
+      return true;
+    };
     V top = splat<V>(ninf);
-    for (int64_t j = 0; j < ncols; j += W) top = vmax(top, load<V>(row + j));
+    for (int64_t j = 0; j < ncols; j += W)
+      if (!skip(j)) top = vmax(top, load<V>(row + j));
     const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
     const T new_max = row_max > mx[r] ? row_max : mx[r];
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
@@ -641,6 +720,7 @@ void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T
     const V vshift = splat<V>(shift);
     V sum{};
     for (int64_t j = 0; j < ncols; j += W) {
+      if (skip(j)) continue;
       const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
       const V e = exp2v<T>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
       store(row + j, e);
@@ -723,11 +803,18 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
   const int64_t bk = b * p.Hk + kv;
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
+  uint64_t vis[256 / MR], vis_t[256 / KB];
   if (c.fwd_elements(g, m)) forward_elements<T>(c, w, g, bk, r0, rows, key_end);
   for (int64_t e = c.fwd_elements(g, m) ? row_ptr[m + 1] : row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
     const int64_t cols = imin(c.tn, key_end - c0);
+    // a PARTIAL tile's register tiles that see nothing are skipped by every product
+    const bool partial = p.plan.kind[e] == PARTIAL_TILE;
+    const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
+    if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
+    auto score_blocks = [&](int64_t i, int64_t kg) { return (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0); };
+    auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
     if (c.score_rows) {
       const typename Call<T>::Rows key_rows = c.key_table(bk);
       for (int64_t r = 0; r < rows_p; ++r) {
@@ -737,13 +824,18 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
         else
           for (int64_t j = 0; j < c.tnp; ++j) srow[j] = 0;
       }
+    } else if (partial) {
+      gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
     } else {
       gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
     }
-    mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.kind[e], p.plan.payload_idx ? p.plan.payload_idx[e] : -1, cols, w.planar);
+    mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.kind[e], payload, cols, w.planar, vis);
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
-    online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l);
-    gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp);
+    online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l, partial ? vis : nullptr);
+    if (partial)
+      gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp, key_blocks);
+    else
+      gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp);
   }
   T* out = static_cast<T*>(p.out_w);
   T* lse = static_cast<T*>(p.lse_w);
@@ -914,6 +1006,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const T* delta = c.delta + bh * Mq;
   const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
   const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
+  uint64_t vis[256 / MR], vis_t[256 / KB];
   for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
     const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
     std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
@@ -924,10 +1017,18 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       const int64_t rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
       const T* q = qp + r0 * c.Dp;
       const T* dout = dop + r0 * c.Dp;
-      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
-      mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.bwd_kind[e], p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1, cols,
-                   w.planar);
-      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp);
+      // as in forward_unit: a PARTIAL tile's register tiles that see nothing are skipped by every product
+      const bool partial = p.plan.bwd_kind[e] == PARTIAL_TILE;
+      const int32_t payload = p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1;
+      if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
+      auto score_blocks = [&](int64_t i, int64_t kg) {
+        return !partial || (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0);
+      };
+      auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
+      auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KB] : ALL_BLOCKS; };
+      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
+      mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, vis);
+      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp, score_blocks);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
       for (int64_t r = 0; r < rows_p; ++r) {
@@ -935,7 +1036,13 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
         const V dl = splat<V>(delta[r0 + r]);
         T* srow = w.s + r * c.tnp;
         T* drow = w.dp + r * c.tnp;
+        const uint64_t seen = partial ? vis[r / MR] : ALL_BLOCKS;
         for (int64_t j = 0; j < c.tnp; j += W) {
+          if (!((seen >> (j / KB)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
+            store(srow + j, V{});
+            store(drow + j, V{});
+            continue;
+          }
           const V x = vmax(load<V>(srow + j), lowest);  // as in online_softmax
           const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
           store(srow + j, prob);
@@ -943,9 +1050,10 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
         }
       }
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
-      gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp);
-      gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp);
-      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp);
+      gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp, query_blocks);
+      gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp, query_blocks);
+      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
+                    key_blocks);
     }
     const T scale = static_cast<T>(p.scale);
     for (int64_t j = 0; j < cols; ++j) {
