@@ -6,7 +6,8 @@ The targets of issue 20: maskattn's time at most 1.25 x (density x SDPA's time w
 SDPA's time wherever the density is 0.25 or less. ``vs target`` is maskattn's time over that bound (<= 1 meets it).
 Defaults where not given: n 4096 and 16384, H 8, D 64, the threads of ``backends.cpu.threads`` for both libraries.
 Times are the fastest of a few runs after a warm-up (a compute-bound call is only ever slowed by what else runs on the
-machine); the load average is printed at the start and after each size.
+machine), maskattn's and SDPA's runs taken in turns so that both meet the same conditions; the load average is printed
+at the start and after each size.
 """
 
 from __future__ import annotations
@@ -26,14 +27,19 @@ CPU_N = (4096, 16384)
 CPU_HEADS, CPU_HEAD_DIM = 8, 64
 
 
-def _best_s(fn, reps: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def _best_ms(fns: dict, rounds: int, errors: list) -> dict:
+    """{name: fastest time in ms} of each callable after a warm-up, the callables run in turns for ``rounds`` rounds
+    (one that raises is reported in ``errors`` and left out)."""
+    best = {}
+    for name, fn in list(fns.items()):
+        if try_(lambda: (fn(), True)[1], errors, name) is None:  # the warm-up
+            fns.pop(name)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best.get(name, float("inf")), (time.perf_counter() - start) * 1e3)
+    return best
 
 
 def _load() -> str:
@@ -44,7 +50,7 @@ def gemm_gflops(n: int = 4096) -> float:
     """The machine's dense float32 GEMM rate in GFLOP/s: NumPy's BLAS on n x n matrices, with its own threads."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    return 2 * n**3 / _best_s(lambda: a @ b, 3) / 1e9
+    return 2 * n**3 / _best_ms({"gemm": lambda: a @ b}, 3, [])["gemm"] / 1e6
 
 
 def target_ms(density: float, sdpa_ms):
@@ -83,7 +89,7 @@ def run(args) -> list[dict]:
           + f"; {_load()}", flush=True)
     rows = []
     for n in ns:
-        reps, sdpa_reps = (5, 2) if n <= 8192 else (3, 1)
+        rounds = 4 if n <= 8192 else 2
         for name in args.workloads:
             spec = workloads.build(name, n, seed=args.seed)
             start = time.perf_counter()
@@ -108,11 +114,7 @@ def run(args) -> list[dict]:
                 out, lse = forward()
                 return cpu.backward(do, q, k, v, out, lse, plan, scale, threads=threads)
 
-            row["fwd_ms"] = _best_s(forward, reps) * 1e3
-            row["fwdbwd_ms"] = _best_s(forward_backward, reps) * 1e3
-            useful = 4 * D * B * H * stats["density"] * n_q * n_k  # FLOP of the forward's true pairs
-            row["fwd_gflops"] = useful / row["fwd_ms"] / 1e6
-            row["fwdbwd_gflops"] = 3.5 * useful / row["fwdbwd_ms"] / 1e6  # the backward does 2.5 x the forward's
+            fns = {"fwd": forward, "fwdbwd": forward_backward}
             if torch is not None:
                 mask = torch.as_tensor(np.ascontiguousarray(spec.to_dense()[0, 0]))
                 tq, tk, tv, tdo = (torch.from_numpy(x) for x in (q, k, v, do))
@@ -125,8 +127,12 @@ def run(args) -> list[dict]:
                     a, b, c = (x.detach().requires_grad_() for x in (tq, tk, tv))
                     F.scaled_dot_product_attention(a, b, c, attn_mask=mask, scale=scale).backward(tdo)
 
-                row["sdpa_fwd_ms"] = try_(lambda: _best_s(sdpa, sdpa_reps) * 1e3, errors, "sdpa forward")
-                row["sdpa_fwdbwd_ms"] = try_(lambda: _best_s(sdpa_fwd_bwd, sdpa_reps) * 1e3, errors, "sdpa backward")
+                fns.update(sdpa_fwd=sdpa, sdpa_fwdbwd=sdpa_fwd_bwd)
+            row.update({f"{name}_ms": ms for name, ms in _best_ms(fns, rounds, errors).items()})
+            useful = 4 * D * B * H * stats["density"] * n_q * n_k  # FLOP of the forward's true pairs
+            row["fwd_gflops"] = useful / row["fwd_ms"] / 1e6
+            row["fwdbwd_gflops"] = 3.5 * useful / row["fwdbwd_ms"] / 1e6  # the backward does 2.5 x the forward's
+            if torch is not None:
                 ref = try_(sdpa, errors, "sdpa")
                 if ref is not None:  # rows that see no key: SDPA gives NaN, maskattn 0
                     seen = mask.any(-1).numpy()
