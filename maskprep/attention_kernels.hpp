@@ -705,6 +705,7 @@ void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * c.tnp;
     const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+    if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
     auto skip = [&](int64_t& j) {  // past an unseen key group
       if ((seen >> (j / KB)) & 1) return false;
       j = (j / KB + 1) * KB - W;
@@ -726,7 +727,7 @@ void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T
       store(row + j, e);
       sum += e;
     }
-    const T alpha = exp2s(mx[r] - shift);
+    const T alpha = mx[r] == shift ? T(1) : exp2s(mx[r] - shift);
     l[r] = alpha * l[r] + hsum<T>(sum);
     if (alpha != T(1)) {
       const V va = splat<V>(alpha);
