@@ -706,26 +706,25 @@ void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T
     T* row = s + r * c.tnp;
     const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
     if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
-    auto skip = [&](int64_t& j) {  // past an unseen key group
-      if ((seen >> (j / KB)) & 1) return false;
-      j = (j / KB + 1) * KB - W;
-      return true;
-    };
     V top = splat<V>(ninf);
-    for (int64_t j = 0; j < ncols; j += W)
-      if (!skip(j)) top = vmax(top, load<V>(row + j));
+    for (int64_t j0 = 0; j0 < ncols; j0 += KB) {
+      if (!((seen >> (j0 / KB)) & 1)) continue;
+      for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) top = vmax(top, load<V>(row + j));
+    }
     const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
     const T new_max = row_max > mx[r] ? row_max : mx[r];
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
     const T shift = new_max == ninf ? T(0) : new_max;
     const V vshift = splat<V>(shift);
     V sum{};
-    for (int64_t j = 0; j < ncols; j += W) {
-      if (skip(j)) continue;
-      const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
-      const V e = exp2v<T>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
-      store(row + j, e);
-      sum += e;
+    for (int64_t j0 = 0; j0 < ncols; j0 += KB) {
+      if (!((seen >> (j0 / KB)) & 1)) continue;
+      for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) {
+        const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
+        const V e = exp2v<T>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
+        store(row + j, e);
+        sum += e;
+      }
     }
     const T alpha = mx[r] == shift ? T(1) : exp2s(mx[r] - shift);
     l[r] = alpha * l[r] + hsum<T>(sum);
