@@ -45,7 +45,10 @@ namespace {
 
 constexpr int VB = MASKPREP_VECTOR_BYTES;
 constexpr int MR = MASKPREP_MICRO_ROWS;  // rows of a register tile
-constexpr int NV = 2;                    // vectors per register-tile row
+#ifndef MASKPREP_VECTORS
+#define MASKPREP_VECTORS 2
+#endif
+constexpr int NV = MASKPREP_VECTORS;     // vectors per register-tile row
 constexpr uint8_t PARTIAL_TILE = 2;
 constexpr double LOG2E = 1.4426950408889634074;
 constexpr double LN2 = 0.69314718055994530942;
@@ -353,6 +356,11 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 constexpr int64_t KB = MASKPREP_KB;
 static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
+#ifndef MASKPREP_STRIP
+#define MASKPREP_STRIP 64
+#endif
+constexpr int64_t STRIP = MASKPREP_STRIP;  // rows of a tile the forward takes through scores, softmax and P V at once
+static_assert(STRIP % MR == 0, "strips of whole register tiles");
 inline uint64_t all_blocks(int64_t, int64_t) { return ALL_BLOCKS; }
 
 template <class T, bool ACC, class Blocks = uint64_t (*)(int64_t, int64_t)>
@@ -651,16 +659,18 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
 }
 
 // Masks entry (g, m, n) of the plan: its payload if PARTIAL, and the columns past `cols` always.
+// row0: the first of the `rows` rows of the tile that s holds (a multiple of MR), so a strip of a tile is masked alike.
 template <class T>
-void mask_tile(const Call<T>& c, T* s, int64_t rows, int64_t g, int64_t m, int64_t n, uint8_t kind, int32_t payload,
-               int64_t cols, typename Simd<T>::Idx* planar, const uint64_t* vis) {
+void mask_tile(const Call<T>& c, T* s, int64_t row0, int64_t rows, int64_t g, int64_t m, int64_t n, uint8_t kind,
+               int32_t payload, int64_t cols, typename Simd<T>::Idx* planar, const uint64_t* vis) {
   const AttentionProblem& p = c.p;
   if (kind == PARTIAL_TILE) {
     if (p.plan.intervals)
-      mask_intervals<T>(s, c.tnp, rows, m * c.tm, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar, c.tnp,
-                        vis);
-    else
-      mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words, c.tn, vis);
+      mask_intervals<T>(s, c.tnp, rows, m * c.tm + row0, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar,
+                        c.tnp, vis + row0 / MR);
+    else  // row0 * tn is a multiple of 128 bits: MR rows of a multiple of 16 keys
+      mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words + row0 * c.tn / 32, c.tn,
+                   vis + row0 / MR);
   }
   if (cols < c.tnp) {
     const T ninf = neg_inf<T>();
@@ -815,27 +825,35 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
     auto score_blocks = [&](int64_t i, int64_t kg) { return (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0); };
     auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
-    if (c.score_rows) {
-      const typename Call<T>::Rows key_rows = c.key_table(bk);
-      for (int64_t r = 0; r < rows_p; ++r) {
-        T* srow = w.s + r * c.tnp;
-        if (r < rows)
-          dots(w.q + r * c.Dp, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, srow);
-        else
-          for (int64_t j = 0; j < c.tnp; ++j) srow[j] = 0;
-      }
-    } else if (partial) {
-      gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
-    } else {
-      gemm<T, false>(rows_p, c.tnp, p.D, w.q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp);
-    }
-    mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.kind[e], payload, cols, w.planar, vis);
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
-    online_softmax<T>(c, w.s, rows_p, ncols, w.o, w.mx, w.l, partial ? vis : nullptr);
-    if (partial)
-      gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp, key_blocks);
-    else
-      gemm<T, true>(rows_p, c.Dp, cols, w.s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), w.o, c.Dp);
+    // the tile in strips of STRIP rows: scores, mask, softmax and P V of a strip while its scores are in L1
+    for (int64_t r0s = 0; r0s < rows_p; r0s += STRIP) {
+      const int64_t rs = imin(STRIP, rows_p - r0s), g0 = r0s / MR;
+      T* s = w.s + r0s * c.tnp;
+      T* o = w.o + r0s * c.Dp;
+      const T* q = w.q + r0s * c.Dp;
+      auto strip_scores = [&](int64_t i, int64_t kg) { return score_blocks(i + g0, kg); };
+      auto strip_keys = [&](int64_t i, int64_t kg) { return key_blocks(i + g0, kg); };
+      if (c.score_rows) {
+        const typename Call<T>::Rows key_rows = c.key_table(bk);
+        for (int64_t r = 0; r < rs; ++r) {
+          if (r0s + r < rows)
+            dots(q + r * c.Dp, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, s + r * c.tnp);
+          else
+            for (int64_t j = 0; j < c.tnp; ++j) s[r * c.tnp + j] = 0;
+        }
+      } else if (partial) {
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp, strip_scores);
+      } else {
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp);
+      }
+      mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, vis);
+      online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
+      if (partial)
+        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
+      else
+        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
+    }
   }
   T* out = static_cast<T*>(p.out_w);
   T* lse = static_cast<T*>(p.lse_w);
@@ -1027,7 +1045,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
       auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KB] : ALL_BLOCKS; };
       gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
-      mask_tile<T>(c, w.s, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, vis);
+      mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, vis);
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp, score_blocks);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
