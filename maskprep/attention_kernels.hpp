@@ -155,17 +155,25 @@ inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
   return x < lo ? V{} : y;
 }
 
-// The lanes of v folded in halves (max or sum): log2(W) steps.
+// The lanes of v folded in halves (max or sum): log2(W) steps, in registers (halves taken by shuffles: taking the
+// vector's address, as a memcpy of its halves does, kept sums in memory across whole loops).
 template <class T, int BYTES, bool MAX>
 struct Fold {
   typedef T V __attribute__((vector_size(BYTES)));
   typedef T H __attribute__((vector_size(BYTES / 2)));
-  static T run(V v) {
+  static constexpr int N = BYTES / sizeof(T);
+  template <int... I>
+  static T halves(V v, std::integer_sequence<int, I...>) {
+#if defined(__clang__) || __GNUC__ >= 12
+    const H lo = __builtin_shufflevector(v, v, I...), hi = __builtin_shufflevector(v, v, (I + N / 2)...);
+#else
     H lo, hi;
     std::memcpy(&lo, &v, sizeof(H));
     std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(H), sizeof(H));
+#endif
     return Fold<T, BYTES / 2, MAX>::run(MAX ? (lo > hi ? lo : hi) : lo + hi);
   }
+  static T run(V v) { return halves(v, std::make_integer_sequence<int, N / 2>{}); }
 };
 template <class T, bool MAX>
 struct Fold<T, sizeof(T), MAX> {
@@ -352,7 +360,7 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 // K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
 // price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
 // (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
-// masked elements; a register tile that takes none is left as it is (ACC) or zeroed.
+// masked elements; a register tile that takes none is left as it is (its callers read no such tile of scores).
 constexpr int64_t KB = MASKPREP_KB;
 static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
@@ -382,8 +390,6 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_k
           register_tile<T, false>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
         started = true;
       }
-      if (!started)
-        for (int r = 0; r < MR; ++r) std::memset(ci + r * ldc, 0, NC * sizeof(T));
     }
 }
 
@@ -706,8 +712,10 @@ struct ForwardScratch {
 // exponents are scores * scale2), the output rows rescaled, the scores replaced by their probabilities (0 where
 // masked). Only the key groups vis names for a row's register tile (all where vis is null): the products read no
 // others.
+// Not inlined: inside the unit function its row sum competed for registers with everything else live there and was
+// kept on the stack, a store and a load on every step of the sum.
 template <class T>
-void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l, const uint64_t* vis) {
+__attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l, const uint64_t* vis) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
