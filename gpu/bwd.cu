@@ -587,7 +587,6 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(MASKATTN_BWD_DQ_P
   }
 }
 
-constexpr int CONVERT_THREADS = 256;
 
 // grid (ceil(n_q * D / 8 / CONVERT_THREADS), B * H): dq = scale * dq_accum (B * H, n_q_pad, D) for rows < n_q.
 template <typename T, int D>

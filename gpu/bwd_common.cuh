@@ -45,6 +45,10 @@ namespace maskattn {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
+// threads of a CTA of the dQ conversions (bwd_dq_convert_kernel, bwd_dq_convert_sm90_kernel): CONVERT_THREADS in
+// backends/cuda/bwd.py
+constexpr int CONVERT_THREADS = 256;
+
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 
 template <typename T>

@@ -1,29 +1,39 @@
-// Hopper (sm_90a) block-sparse flash-attention backward, deterministic mode: bwd.cu's bwd_dkdv_kernel and
-// bwd_dq_kernel (their parameters, grids, plan traversals, masks and outputs) on wgmma.
+// Hopper (sm_90a) block-sparse flash-attention backward: bwd.cu's bwd_dkdv_kernel and bwd_dq_kernel (their
+// parameters, grids, plan traversals, masks and outputs) on wgmma, as two passes (deterministic) or as one pass
+// whose dK/dV kernel also accumulates dQ (FlashAttention-3's backward).
 //
 // bwd_dkdv_sm90_kernel:
-// Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128: blockIdx.x = b * kv_heads
-// + kv_head, blockIdx.y the key block's rank in n_order; the CTA walks the backward CSR of every query head of its
-// GQA group, BM = 64 query rows a step, and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three
-// warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
-// - warpgroup 0 produces: cp.async copies of K and V (once) and, per step, of Q, dO, LSE and delta (two stages)
-//   into 128-byte-swizzled shared memory, and the step's description (rows, mask group, payload; a negative row
-//   ends the walk). Each step is one cp.async group; once it has landed (waited one group behind), the copying
-//   threads fence it for the async proxy and arrive on the stage's "full" mbarrier. A stage is refilled after its
-//   "empty" mbarrier says both consumers are done with it.
+// Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
+// dO, K and V (tma.cuh) at the end: blockIdx.x = b * kv_heads + kv_head, blockIdx.y the key block's rank in
+// n_order; the CTA walks the backward CSR of every query head of its GQA group, BM = 64 query rows a step, and
+// reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three warpgroups (384 threads), FlashAttention-3's
+// backward with the products transposed:
+// - warpgroup 0 produces K and V (once) and, per step, Q, dO, LSE and delta (two stages) in 128-byte-swizzled
+//   shared memory, and the step's description (rows, dQ chunk, mask group, payload; a negative row ends the walk).
+//   Plans without a node order: one thread and the copy engine (tensor maps for the tiles, bulk copies for the row
+//   values), each stage counted in bytes on its "full" mbarrier, so the producer never waits for its copies.
+//   Plans with one: cp.async gathers by the warpgroup, one group per step, announced one group behind. A stage is
+//   refilled after its "empty" mbarrier says both consumers are done with it.
 // - warpgroups 1 and 2 consume, 64 keys each: S^T = K Q^T and dP^T = V dO^T (wgmma m64n64k16, both operands in
 //   shared memory, K-major), so a warp's part of each accumulator is the m16n8 fragment of bwd_common.cuh's *_t
 //   mask helpers (keys in rows, queries in columns); P^T = exp2(S^T scale_log2 - LSE) and dS^T = P^T (dP^T - delta)
 //   packed to 16 bits are the register A operands of dV += P^T dO and dK += dS^T Q, with dO and Q N-major (the
 //   same tiles read transposed, as fwd_sm90.cu reads V). dV's product runs under the dS^T arithmetic.
+// - one pass (ATOMIC): each consumer also writes its dS^T rows to shared memory (two buffers, used in turn), and
+//   once both have (a named barrier of the two), computes its half of the step's dQ columns, dS K over the block's
+//   128 keys with both operands read transposed from shared memory, stages it (DqChunk order: conflict-free) and
+//   adds it to the float32 accumulator dq_accum with one bulk reduction (cp.reduce.async.bulk);
+//   bwd_dq_convert_sm90_kernel then scales and converts it. So S^T and dP^T are computed once per tile: five
+//   products where the two passes take seven.
 //
-// Dynamic shared memory: BWD_SM90_SMEM_BYTES<D> = 1024 (alignment slack) + K and V (128 x D each) + two stages of Q
-// and dO (64 x D each) + two stages of the 64 LSE and delta values + 128 (step descriptions, mbarriers).
+// Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x D each) + two
+// stages of Q and dO (64 x D each) + (ATOMIC) two dS^T buffers (128 x 64) and two dQ halves (64 x D / 2 floats) +
+// two stages of the 64 LSE and delta values + 128 (step descriptions, mbarriers).
 //
 // bwd_dq_sm90_kernel: one CTA per (query block, head, batch) over the forward CSR, fwd_sm90.cu's structure (three
 // warpgroups, 384 threads):
-// - warpgroup 0 produces: Q and dO (once), then each listed key block's K and V (two stages), wgmma.cuh's
-//   produce_kv_stages.
+// - warpgroup 0 produces: Q and dO (once), then each listed key block's K and V (two stages): by the copy engine
+//   (tma.cuh's produce_kv_stages_tma) or, for plans with a node order, wgmma.cuh's produce_kv_stages.
 // - warpgroups 1 and 2 consume, 64 query rows each; each reads its rows' LSE and delta once, and takes a key block
 //   as two 64-key halves (m64n64 products: S, dP and the dQ accumulator stay within the register budget): S = Q K^T
 //   and dP = dO V^T (both operands in shared memory, K-major; V read as K), the forward's masks, P = exp2(S
@@ -33,12 +43,12 @@
 // Dynamic shared memory: BWD_DQ_SM90_SMEM_BYTES<D> = 1024 + 6 tiles of 128 x D elements (Q, dO, two K, two V) +
 // 128 (mbarriers).
 //
-// Template knobs: T (half_t | bf16_t), D (64 or 128), MASK; the #ifndef defaults configure the instantiations of a
-// standalone nvcc -DMASKATTN_INSTANTIATE build.
+// Template knobs: T (half_t | bf16_t), D (64 or 128), MASK, PERM, ATOMIC; the #ifndef defaults configure the
+// instantiations of a standalone nvcc -DMASKATTN_INSTANTIATE build (MASKATTN_ONE_PASS: ATOMIC).
 #include "bwd_common.cuh"
 #include "common.cuh"
 #include "mask.cuh"
-#include "wgmma.cuh"
+#include "tma.cuh"
 
 #ifndef MASKATTN_DTYPE
 #define MASKATTN_DTYPE bf16_t
@@ -52,6 +62,9 @@
 #ifndef MASKATTN_PERM
 #define MASKATTN_PERM false
 #endif
+#ifndef MASKATTN_ONE_PASS
+#define MASKATTN_ONE_PASS false
+#endif
 
 namespace maskattn {
 
@@ -61,8 +74,19 @@ constexpr int TILE_M = 128;
 constexpr int TILE_N = 128;
 constexpr int BM = 64;  // query rows per step
 constexpr int THREADS = 384;
-constexpr int PRODUCER_REGS = 56;   // cp.async addressing and the CSR walk (40 spills)
-constexpr int CONSUMER_REGS = 224;  // dK and dV accumulators (64 + 64 at D = 128), S^T and dP^T (32 + 32)
+// dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk
+// of 128 threads for perm plans: 40 spill 28 bytes there, which the one pass's consumers need) and of the consumers
+// (dK and dV accumulators, 64 + 64 at D = 128, S^T and dP^T, 32 + 32, in one pass dQ's half, 32: 224 spill 56 bytes
+// there). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three
+// budgets must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
+template <bool PERM, bool ATOMIC>
+constexpr int PRODUCER_REGS = !PERM ? 24 : ATOMIC ? 40 : 56;
+template <bool PERM, bool ATOMIC>
+constexpr int CONSUMER_REGS = !PERM ? 240 : ATOMIC ? 232 : 224;
+static_assert(PRODUCER_REGS<false, false> + 2 * CONSUMER_REGS<false, false> == 3 * 168 &&
+                  PRODUCER_REGS<true, false> + 2 * CONSUMER_REGS<true, false> == 3 * 168 &&
+                  PRODUCER_REGS<true, true> + 2 * CONSUMER_REGS<true, true> == 3 * 168,
+              "register budgets add up to the CTA's (__launch_bounds__(384, 1): 168 a thread)");
 constexpr int DQ_PRODUCER_REGS = 40;   // cp.async addressing only
 constexpr int DQ_CONSUMER_REGS = 232;  // dQ accumulator (64 at D = 128), S and dP of a half (32 + 32), dS (16)
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
@@ -72,25 +96,52 @@ constexpr int KV_BYTES = TILE_N * D * 2;
 template <int D>
 constexpr int STEP_BYTES = BM * D * 2;
 constexpr int ROW_VALUES_BYTES = 2 * 2 * BM * 4;  // LSE and delta, two stages
+// one pass (ATOMIC): dS^T of a step, keys in rows and its BM queries in columns, two buffers; and each consumer's
+// half of the step's dQ columns in float32, in the accumulator's register order (DqChunk)
+constexpr int DS_BYTES = TILE_N * BM * 2;
+template <int D>
+constexpr int DQ_BYTES = BM * (D / 2) * 4;
 
 // mbarriers: K and V landed; a stage's step landed; a stage released by both consumers
 enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, BARRIERS = 5 };
 static_assert(2 * 16 + BARRIERS * 8 <= 128, "the step descriptions and mbarriers fit the last 128 bytes");
 
+// Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads)
+constexpr int DS_READY = 6;
+
+// Where a consumer's half of a step's dQ lies in the float32 accumulator: chunk (2 * step + consumer) of BM x D / 2
+// floats, where step = (b * heads + h) * (n_q_pad / BM) + row / BM, written as the consumers hold it: the n8
+// fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4 (fragment rows 16 (c / 32) + (c % 32) / 4 and 8
+// more, columns 8 j + 2 (c % 4) and one more: bwd_dq_convert_sm90_kernel undoes it). One bulk reduction a chunk,
+// from shared memory written without bank conflicts.
+template <int D>
+struct DqChunk {
+  static constexpr int FLOATS = BM * (D / 2);
+  // float offset of element (r, x) of chunk ch (r < BM, x < D / 2)
+  static __device__ __forceinline__ long long offset(long long ch, int r, int x) {
+    const int thread = 32 * (r / 16) + 4 * (r % 8) + (x % 8) / 2;
+    return ch * FLOATS + 4 * (128 * (x / 8) + thread) + 2 * ((r % 16) / 8) + x % 2;
+  }
+};
+
 }  // namespace sm90_bwd
 
-// bwd_sm90_smem_bytes in _cuda_backward.py
-template <int D>
+// bwd_sm90_smem_bytes in backends/cuda/bwd.py
+template <int D, bool ATOMIC>
 constexpr int BWD_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
+                                    (ATOMIC ? 2 * sm90_bwd::DS_BYTES + 2 * sm90_bwd::DQ_BYTES<D> : 0) +
                                     sm90_bwd::ROW_VALUES_BYTES + 128;
 
-// bwd_dq_sm90_smem_bytes in _cuda_backward.py
+// bwd_dq_sm90_smem_bytes in backends/cuda/bwd.py
 template <int D>
 constexpr int BWD_DQ_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 6 * sm90_bwd::KV_BYTES<D> + 128;
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the dQ kernel's mbarriers fit the 128 bytes after the tiles");
 
-template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MASKATTN_BWD_DKDV_PARAMS) {
+template <typename T, int D, int MASK, bool PERM, bool ATOMIC>
+__global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
+    bwd_dkdv_sm90_kernel(MASKATTN_BWD_DKDV_PARAMS, const __grid_constant__ TensorMap q_map,
+                         const __grid_constant__ TensorMap do_map, const __grid_constant__ TensorMap k_map,
+                         const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -106,9 +157,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
   const unsigned sV = sK + KV;
   const unsigned sQ = sV + KV;            // [2] stages
   const unsigned sdO = sQ + 2 * STEP;     // [2] stages
-  const unsigned sRows = sdO + 2 * STEP;  // [2] stages of BM LSE values, then [2] of BM delta values
+  const unsigned sdS = sdO + 2 * STEP;    // [2] buffers (ATOMIC)
+  const unsigned sdQ = sdS + (ATOMIC ? 2 * DS_BYTES : 0);  // [2] consumers (ATOMIC)
+  const unsigned sRows = sdQ + (ATOMIC ? 2 * DQ_BYTES<D> : 0);  // [2] stages of BM LSE values, then [2] of delta
   const unsigned sSteps = sRows + ROW_VALUES_BYTES;  // [2] int4 step descriptions
-  const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D> in all
+  const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D, ATOMIC> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
@@ -126,9 +179,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
   };
 
   if (tid == 0) {
-    mbarrier_init(barrier(KV_FULL), 128);
+    // the copy engine's stages are announced by one arrival (with the bytes they wait for), cp.async ones by the 128
+    // copying threads
+    mbarrier_init(barrier(KV_FULL), PERM ? 128 : 1);
     for (int s = 0; s < 2; ++s) {
-      mbarrier_init(barrier(FULL + s), 128);
+      mbarrier_init(barrier(FULL + s), PERM ? 128 : 1);
       // every consumer thread: each read the stage (LSE, delta, the step) with ordinary loads, which a release by
       // one lane per warp orders only through __syncwarp (compute-sanitizer's racecheck does not follow that)
       mbarrier_init(barrier(EMPTY + s), 256);
@@ -137,14 +192,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<PRODUCER_REGS>();
+    setmaxnreg_dec<PRODUCER_REGS<PERM, ATOMIC>>();
     const Where at = where();
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
-    load_rows_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0}, n_k - key0,
-                                          tid);
-    load_rows_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0}, n_k - key0,
-                                          tid);
-    cp_async_commit();
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
     int head = -1, group = 0, m_block = 0, step = 0, n_steps = 0;
     long long e = 0, e_end = 0;
@@ -162,55 +212,90 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
       n_steps = min(TILE_M / BM, (n_q - m_block * TILE_M + BM - 1) / BM);
       return true;
     };
-    // the group committed last lands, is fenced for wgmma and announced while the next one is in flight
-    auto announce_previous = [&](int bar) {
-      cp_async_wait<1>();
-      fence_proxy_async();
-      mbarrier_arrive(barrier(bar));
+    // the step's description: its first row, its dQ chunks (DqChunk), mask group and payload (-1: FULL)
+    auto describe = [&](int row0) {
+      int payload = -1;
+      if (MASK != MASK_NONE && bwd_kind[e] == KIND_PARTIAL) payload = MASK == MASK_BITS ? bwd_payload_idx[e] : 0;
+      return make_int4(row0, (b * heads + h_first + head) * (n_q_pad / BM) + row0 / BM, group, payload);
     };
-    int* row_table = reinterpret_cast<int*>(generic(bars + 96));  // producer_rows of the query steps (perm plans)
-    int pending = KV_FULL;
+    const int4 end_of_walk = make_int4(-1, 0, 0, 0);
+    // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound
+    auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
+    if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup
+      load_rows_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0},
+                                            n_k - key0, tid);
+      load_rows_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0},
+                                            n_k - key0, tid);
+      cp_async_commit();
+      // the group committed last lands, is fenced for wgmma and announced while the next one is in flight
+      auto announce_previous = [&](int bar) {
+        cp_async_wait<1>();
+        fence_proxy_async();
+        mbarrier_arrive(barrier(bar));
+      };
+      int* row_table = reinterpret_cast<int*>(generic(bars + 96));  // producer_rows of the query steps
+      int pending = KV_FULL;
 #pragma unroll 1
-    for (int i = 0;; ++i) {
-      const int stage = i & 1;
-      if (i >= 2) mbarrier_wait(barrier(EMPTY + stage), ((i >> 1) & 1) ^ 1);  // the release of step i - 2
-      const bool have = advance();
-      if (have) {
+      for (int i = 0;; ++i) {
+        const int stage = i & 1;
+        if (i >= 2) mbarrier_wait(barrier(EMPTY + stage), ((i >> 1) & 1) ^ 1);  // the release of step i - 2
+        const bool have = advance();
+        if (have) {
+          const int h = h_first + head;
+          const int row0 = m_block * TILE_M + step * BM;
+          const int* rows = producer_rows<BM>(row_table, stage, perm, row0, n_q - row0, tid);
+          load_rows_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh, TableRows{rows, row0, q_sn},
+                                            n_q - row0, tid);
+          load_rows_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh,
+                                            TableRows{rows, row0, do_sn}, n_q - row0, tid);
+          const long long values = row_values(row0);
+          if (tid < BM / 4) {
+            cp_async_16(sRows + (stage * BM + tid * 4) * 4, lse_log2 + values + tid * 4, true);
+          } else if (tid < BM / 2) {
+            const int c = tid - BM / 4;
+            cp_async_16(sRows + ((2 + stage) * BM + c * 4) * 4, delta + values + c * 4, true);
+          }
+          if (tid == 0) steps[stage] = describe(row0);
+        } else if (tid == 0) {
+          steps[stage] = end_of_walk;
+        }
+        cp_async_commit();
+        announce_previous(pending);
+        pending = FULL + stage;
+        if (!have) break;
+      }
+      cp_async_wait<0>();
+      fence_proxy_async();
+      mbarrier_arrive(barrier(pending));
+    } else if (tid == 0) {  // tiles of consecutive rows: the copy engine, one thread, which never waits for its copies
+      mbarrier_arrive_expect_tx(barrier(KV_FULL), 2 * KV);
+      tma_load_tile<TILE_N, D>(sK, &k_map, key0, kv_head, b, barrier(KV_FULL));
+      tma_load_tile<TILE_N, D>(sV, &v_map, key0, kv_head, b, barrier(KV_FULL));
+#pragma unroll 1
+      for (int i = 0;; ++i) {
+        const int stage = i & 1;
+        const unsigned full = barrier(FULL + stage);
+        if (i >= 2) mbarrier_wait(barrier(EMPTY + stage), ((i >> 1) & 1) ^ 1);  // the release of step i - 2
+        if (!advance()) {
+          steps[stage] = end_of_walk;
+          mbarrier_arrive(full);
+          break;
+        }
         const int h = h_first + head;
         const int row0 = m_block * TILE_M + step * BM;
-        const int* rows = producer_rows<BM>(row_table, stage, perm, row0, n_q - row0, tid);
-        load_rows_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh, TableRows{rows, row0, q_sn},
-                                          n_q - row0, tid);
-        load_rows_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh,
-                                          TableRows{rows, row0, do_sn}, n_q - row0, tid);
-        // rows are padded to whole query blocks (+inf, 0), so the BM values need no bound
-        const long long values = (long long)(b * heads + h) * n_q_pad + row0;
-        if (tid < BM / 4) {
-          cp_async_16(sRows + (stage * BM + tid * 4) * 4, lse_log2 + values + tid * 4, true);
-        } else if (tid < BM / 2) {
-          const int c = tid - BM / 4;
-          cp_async_16(sRows + ((2 + stage) * BM + c * 4) * 4, delta + values + c * 4, true);
-        }
-        if (tid == 0) {
-          int payload = -1;  // FULL
-          if (MASK != MASK_NONE && bwd_kind[e] == KIND_PARTIAL) payload = MASK == MASK_BITS ? bwd_payload_idx[e] : 0;
-          steps[stage] = make_int4(row0, step * BM, group, payload);
-        }
-      } else if (tid == 0) {
-        steps[stage] = make_int4(-1, 0, 0, 0);
+        steps[stage] = describe(row0);
+        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * BM * 4);
+        tma_load_tile<BM, D>(sQ + stage * STEP, &q_map, row0, h, b, full);
+        tma_load_tile<BM, D>(sdO + stage * STEP, &do_map, row0, h, b, full);
+        const long long values = row_values(row0);
+        bulk_load(sRows + stage * BM * 4, lse_log2 + values, BM * 4, full);
+        bulk_load(sRows + (2 + stage) * BM * 4, delta + values, BM * 4, full);
       }
-      cp_async_commit();
-      announce_previous(pending);
-      pending = FULL + stage;
-      if (!have) break;
     }
-    cp_async_wait<0>();
-    fence_proxy_async();
-    mbarrier_arrive(barrier(pending));
     return;
   }
 
-  setmaxnreg_inc<CONSUMER_REGS>();
+  setmaxnreg_inc<CONSUMER_REGS<PERM, ATOMIC>>();
   const Where at = where();
   const int b = at.b, kv_head = at.kv_head, n_block = at.n_block, key0 = at.key0;
   const int consumer = warpgroup - 1;  // keys [64 consumer, 64 consumer + 64) of the block
@@ -229,6 +314,15 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
+  // one pass: dQ (its D / 2 columns of this consumer) += dS K over the block's 128 keys, with dS^T (keys in rows, M
+  // contiguous) and K (N contiguous) read transposed; a k step moves 16 keys. This consumer's columns start in
+  // 64-column block (D / 2 consumer) / 64 of K, at element (D / 2 consumer) % 64 of its rows.
+  constexpr int HALF_D = D / 2;
+  const unsigned long long dst_desc = sw128_desc(sdS, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
+  const unsigned long long kt_desc =
+      sw128_desc(sK + (HALF_D * consumer / 64) * TILE_N * SW128_BYTES + (HALF_D * consumer % 64) * 2,
+                 TILE_N * SW128_BYTES, 8 * SW128_BYTES);
+  auto key_step = [](int kk) { return (unsigned)(kk * 16 * SW128_BYTES) >> 4; };
 
   float acc_dk[DB][4], acc_dv[DB][4];
 #pragma unroll
@@ -240,6 +334,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
   unsigned p[KS][4], ds[KS][4];
   const float* lse_s = reinterpret_cast<const float*>(generic(sRows));
   const float* delta_s = lse_s + 2 * BM;
+  int ds_turn = 0;  // steps with a dQ product so far: their dS^T buffers alternate
 
   mbarrier_wait(barrier(KV_FULL), 0);
 #pragma unroll 1
@@ -248,7 +343,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
     mbarrier_wait(barrier(FULL + stage), (i >> 1) & 1);
     const int4 here = steps[stage];
     if (here.x < 0) break;
-    const int row0 = here.x, row_step = here.y, group = here.z, payload = here.w;
+    const int row0 = here.x, row_step = row0 % TILE_M, group = here.z, payload = here.w;
     const bool partial = MASK != MASK_NONE && payload >= 0;
     const int* block_minmax = interval_minmax + ((long long)group * n_nblocks + n_block) * 8;
     // interval tiles can hold BM-row steps that no key of the block sees
@@ -312,14 +407,52 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
         }
       }
       wgmma_commit();
+      float acc_dq[HALF_D / 8][4];
+      if constexpr (ATOMIC) {
+        // dS^T into this turn's buffer (the other consumer may still read the previous turn's), then dQ's half
+        const unsigned ds_buffer = (ds_turn & 1) * DS_BYTES;
+        store_packed_sw128<TILE_N>(generic(sdS + ds_buffer), ds, tile_key, lane);
+        fence_proxy_async();
+        named_barrier_sync(DS_READY, 256);
+#pragma unroll
+        for (int kk = 0; kk < TILE_N / 16; ++kk) {
+          const unsigned long long a = dst_desc + (ds_buffer >> 4) + key_step(kk), bk = kt_desc + key_step(kk);
+          if constexpr (D == 128) {
+            Mma::ss_n64_tnsp(acc_dq, a, bk, kk > 0);
+          } else {
+            Mma::ss_n32_tnsp(acc_dq, a, bk, kk > 0);
+          }
+        }
+        wgmma_commit();
+        ++ds_turn;
+      }
       wgmma_wait<0>();
       pin_registers(acc_dv);
       pin_registers(acc_dk);
       pin_registers(p);
       pin_registers(ds);
+      if constexpr (ATOMIC) {
+        pin_registers(acc_dq);
+        // the chunk to shared memory once the previous one was read, then one bulk reduction into dq_accum
+        const unsigned chunk = sdQ + consumer * DQ_BYTES<D>;
+        if (ctid == 0) bulk_wait_read<0>();
+        named_barrier_sync(1 + consumer, 128);
+        float4* staged = reinterpret_cast<float4*>(generic(chunk));
+#pragma unroll
+        for (int j = 0; j < HALF_D / 8; ++j) {
+          staged[128 * j + ctid] = make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
+        }
+        fence_proxy_async();
+        named_barrier_sync(1 + consumer, 128);
+        if (ctid == 0) {
+          bulk_reduce_add_f32(dq_accum + DqChunk<D>::offset(2ll * here.y + consumer, 0, 0), chunk, DQ_BYTES<D>);
+          bulk_commit();
+        }
+      }
     }
     mbarrier_arrive(barrier(EMPTY + stage));
   }
+  if (ATOMIC && ctid == 0) bulk_wait<0>();
 
   // Epilogue: dK = scale * acc_dk and dV through this warpgroup's own rows of sK and sV (swizzled: conflict-free
   // for the fragment writes and the row reads; every wgmma reading them has completed), then 16-byte stores.
@@ -334,8 +467,34 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dkdv_sm90_kernel(MAS
                               n_k - key0, ctid);
 }
 
+// dQ = scale * the one-pass kernel's float32 accumulator (DqChunk order), in the input dtype and the caller's row
+// order: one thread per 8 elements of a row, which lie in four threads' fragments of one chunk.
+template <typename T, int D>
+__global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
+    const float* __restrict__ dq_accum, T* __restrict__ dq, long long dq_sb, long long dq_sh, long long dq_sn,
+    int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
+  using namespace sm90_bwd;
+  constexpr int CHUNKS = D / 8;  // of 8 elements, per row
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
+  const long long idx = (long long)blockIdx.x * CONVERT_THREADS + threadIdx.x;
+  const int row = idx / CHUNKS, col = idx % CHUNKS * 8;
+  if (row >= n_q) return;
+  const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
+  const float* src = dq_accum + DqChunk<D>::offset(2 * step + col / (D / 2), row % BM, col % (D / 2));
+  unsigned packed[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 floats on
+    const float2 x = *reinterpret_cast<const float2*>(src + 4 * t);
+    packed[t] = Dtype<T>::pack(x.x * scale, x.y * scale);
+  }
+  *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + caller_token(perm, row) * dq_sn + col) =
+      make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
 template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(MASKATTN_BWD_DQ_PARAMS) {
+__global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
+    bwd_dq_sm90_kernel(MASKATTN_BWD_DQ_PARAMS, const __grid_constant__ TensorMap k_map,
+                       const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   using namespace kv_stages;
@@ -364,7 +523,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(MASKA
   const long long e_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
   const int n_entries = (int)(row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - e_begin);
 
-  if (tid == 0) kv_stages_init(bars);
+  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1);
   __syncthreads();
 
   if (warpgroup == 0) {
@@ -374,9 +533,18 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(MASKA
     load_rows_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh, TokenRows{perm, do_sn, row0}, n_q - row0,
                                           tid);
     cp_async_commit();
-    produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
-                                 v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)), col_idx + e_begin,
-                                 n_entries, n_k, tid);
+    if constexpr (PERM) {  // as fwd_sm90.cu's producer
+      produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
+                                   v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
+                                   col_idx + e_begin, n_entries, n_k, tid);
+    } else {
+      cp_async_wait<0>();
+      fence_proxy_async();
+      mbarrier_arrive(barrier(Q_FULL));
+      if (tid == 0) {
+        produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries);
+      }
+    }
     return;
   }
 
@@ -478,14 +646,23 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1) bwd_dq_sm90_kernel(MASKA
 }  // namespace maskattn
 
 #ifdef MASKATTN_INSTANTIATE
-// Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): both kernels of the configuration the knobs above name, for
-// resource reports.
+// Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): the kernels of the configuration the knobs above name, the two
+// passes or (MASKATTN_ONE_PASS) the one pass and its conversion, for resource reports.
+#if MASKATTN_ONE_PASS
 void* maskattn_bwd_sm90_instances[] = {
     reinterpret_cast<void*>(
         &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
-                                        MASKATTN_PERM>),
+                                        MASKATTN_PERM, true>),
+    reinterpret_cast<void*>(&maskattn::bwd_dq_convert_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM>),
+};
+#else
+void* maskattn_bwd_sm90_instances[] = {
+    reinterpret_cast<void*>(
+        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
+                                        MASKATTN_PERM, false>),
     reinterpret_cast<void*>(
         &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
                                       MASKATTN_PERM>),
 };
+#endif
 #endif

@@ -28,6 +28,38 @@ __device__ __forceinline__ void prefetch_tensor_map(const TensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
 }
 
+// `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared memory by the
+// copy engine, completing on the barrier.
+__device__ __forceinline__ void bulk_load(unsigned s_dst, const void* g_src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(s_dst),
+               "l"(reinterpret_cast<unsigned long long>(g_src)), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// g_dst[i] += s_src[i] for `bytes` / 4 floats, by the copy engine (FlashAttention-3's dQ accumulation): one
+// asynchronous bulk reduction of this thread's bulk group. The shared source must have been written before a
+// fence_proxy_async and stays in use until bulk_wait_read says it was read.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* g_dst, unsigned s_src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                   reinterpret_cast<unsigned long long>(g_dst)),
+               "r"(s_src), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Until at most PENDING of this thread's bulk groups are still reading their shared sources.
+template <int PENDING>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(PENDING) : "memory");
+}
+
+// Until at most PENDING of this thread's bulk groups are incomplete (their writes done).
+template <int PENDING>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+
 // Rows [row0, row0 + ROWS) of head h of batch b into the swizzled tile at shared address s_tile (1024-byte aligned),
 // one box per 64-column block; the copies complete ROWS * D * 2 bytes on the barrier.
 template <int ROWS, int D>

@@ -296,6 +296,22 @@ __device__ __forceinline__ void store_fragments_sw128(unsigned char* tile, const
   }
 }
 
+// A warp's packed A fragments (pack_a_operand's: rows top and top + 8, columns 16 kk + 2 (lane % 4) (+ 1) and 8
+// more) into a ROWS-row swizzled tile of 64 columns at generic address tile, conflict-free as above.
+template <int ROWS, int KS>
+__device__ __forceinline__ void store_packed_sw128(unsigned char* tile, const unsigned (&a)[KS][4], int top,
+                                                   int lane) {
+  const int t_lane = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top + 8 * (i % 2), 2 * kk + i / 2) + 4 * t_lane) =
+          a[kk][i];
+    }
+  }
+}
+
 // A warpgroup's rows [row_lo, row_lo + 64) of a ROWS-row swizzled tile of D 16-bit columns to global memory in
 // 16-byte stores: row r to g + row_offset(r); rows >= rows_valid are skipped. ctid: the thread's index in the
 // warpgroup.
@@ -322,9 +338,11 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]), "+f"(d[j + 1][0]), "+f"(d[j + 1][1]),                   \
       "+f"(d[j + 1][2]), "+f"(d[j + 1][3]), "+f"(d[j + 2][0]), "+f"(d[j + 2][1]), "+f"(d[j + 2][2]),                  \
       "+f"(d[j + 2][3]), "+f"(d[j + 3][0]), "+f"(d[j + 3][1]), "+f"(d[j + 3][2]), "+f"(d[j + 3][3])
+#define MASKATTN_WGMMA_ACC_N32(d) MASKATTN_WGMMA_ACC_X4(d, 0)
 #define MASKATTN_WGMMA_ACC_N64(d) MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4)
 #define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
   MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8), MASKATTN_WGMMA_ACC_X4(d, 12)
+#define MASKATTN_WGMMA_D_N32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
 #define MASKATTN_WGMMA_D_N64                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
@@ -350,6 +368,25 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
                  "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                      \
                  : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
+  }                                                                                                                   \
+  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 M-major and B 16 x 64 N-major from shared memory */    \
+  /* (both transposed, as the PTX ISA names it) */                                                                   \
+  static __device__ __forceinline__ void ss_n64_tnsp(float (&d)[8][4], unsigned long long desc_a,                     \
+                                                     unsigned long long desc_b, int scale_d) {                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                         \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
+                 "%32, %33, p, 1, 1, 1, 1;\n}\n"                                                                      \
+                 : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
+  }                                                                                                                   \
+  /* the same with B 16 x 32 */                                                                                       \
+  static __device__ __forceinline__ void ss_n32_tnsp(float (&d)[4][4], unsigned long long desc_a,                     \
+                                                     unsigned long long desc_b, int scale_d) {                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                         \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N32                 \
+                 "%16, %17, p, 1, 1, 1, 1;\n}\n"                                                                      \
+                 : MASKATTN_WGMMA_ACC_N32(d)                                                                          \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
   }                                                                                                                   \
   /* d += A B: A 64 x 16 from registers (per warp, the A fragment of mma.sync m16n8k16), */                           \
@@ -389,8 +426,10 @@ struct Wgmma<bf16_t> {
 #undef MASKATTN_WGMMA_OPS
 #undef MASKATTN_WGMMA_D_N128
 #undef MASKATTN_WGMMA_D_N64
+#undef MASKATTN_WGMMA_D_N32
 #undef MASKATTN_WGMMA_ACC_N128
 #undef MASKATTN_WGMMA_ACC_N64
+#undef MASKATTN_WGMMA_ACC_N32
 #undef MASKATTN_WGMMA_ACC_X4
 
 }  // namespace maskattn

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, test and time the CUDA backend on a GPU machine, in one go (one call of the device tool):
 #   installs carried wheels (.whl/, e.g. meson-python where no index is reachable), builds and installs maskattn,
-#   runs tests/gpu and compute-sanitizer (scripts/sanitize.py), then scripts/gpu_timing.py and the decode bench
+#   runs tests/gpu and compute-sanitizer (memcheck, racecheck, synccheck on scripts/sanitize.py), then scripts/gpu_timing.py and the decode bench
 #   (python -m maskattn bench --decode) print short tables last (MASKATTN_VARIANTS=1: also other forward tile
 #   configurations; MASKATTN_SANITIZE=0, MASKATTN_TIMING=0, MASKATTN_DECODE=0 skip those parts).
 # Logs go to $OUT (default /tmp/maskattn-gpu): build.log, pytest.log, timing.log, decode/.
@@ -62,9 +62,9 @@ python3 -m pytest tests/gpu -q -rs --tb=line -p no:cacheprovider --durations=5 "
 echo "tests took $(( $(date +%s) - start )) s"
 
 if [ "${MASKATTN_SANITIZE:-1}" = 1 ]; then
-  echo "== compute-sanitizer (memcheck, racecheck): every kernel family, small"
+  echo "== compute-sanitizer (memcheck, racecheck, synccheck): every kernel family, small"
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     "$SAN" --tool $tool --error-exitcode 7 python3 scripts/sanitize.py >"$OUT/sanitize-$tool.log" 2>&1
     echo "$tool exit $? ($(grep -c 'ran' "$OUT/sanitize-$tool.log") runs): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
   done

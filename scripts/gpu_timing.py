@@ -1,6 +1,6 @@
 """Kernel timings on a GPU machine (run by scripts/gpu_check.sh): the forward on a few masks and shapes, the
-backward per path with a per-kernel breakdown (on Hopper: the wgmma dK/dV and dQ kernels, the mma.sync ones with
-MASKATTN_SM90=0, and atomic dQ), and SDPA flash as the yardstick, in one short table each.
+backward per path (on Hopper: the wgmma dK/dV and dQ kernels, the mma.sync ones with MASKATTN_SM90=0, and the
+one-pass wgmma kernel), and SDPA flash as the yardstick, in one short table each.
 
     python3 scripts/gpu_timing.py [--variants]
 
@@ -45,35 +45,6 @@ def pairs_of(plan, B, H):
     return plan.stats()["computed_pairs"] * B * H // plan.groups
 
 
-class Timed:
-    """A kernel that records events around each launch, for the backward's per-kernel breakdown."""
-
-    def __init__(self, name, kernel, log):
-        self.name, self.kernel, self.log = name, kernel, log
-
-    def __call__(self, *args, **kwargs):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        self.kernel(*args, **kwargs)
-        stop.record()
-        self.log.append((self.name, start, stop))
-
-
-def kernel_breakdown(fn, reps=5):
-    log, plain = [], cuda_bwd._kernels
-    cuda_bwd._kernels = lambda *a: {k: (Timed(k, kern, log), smem) for k, (kern, smem) in plain(*a).items()}
-    try:
-        for _ in range(reps):
-            fn()
-        cp.cuda.Device().synchronize()
-    finally:
-        cuda_bwd._kernels = plain
-    times = {}
-    for name, start, stop in log:
-        times.setdefault(name, []).append(cp.cuda.get_elapsed_time(start, stop))
-    return " ".join(f"{k} {np.median(v):.3f}" for k, v in times.items())
-
-
 def forward_rows(rng, variants):
     cases = [
         ("full", masks.full(8192), 2, 16, 128, BF16, None),
@@ -108,13 +79,16 @@ def forward_rows(rng, variants):
 
 
 def backward_rows(rng):
-    """Per mask, three paths: deterministic (the wgmma dK/dV and dQ kernels where the device runs them),
-    deterministic with MASKATTN_SM90=0 (mma.sync everywhere, the forward too), atomic dQ; each row's forward runs on
-    its setting."""
-    B, H, n, D = 1, 16, 8192, 128
+    """Per mask and shape, three paths: deterministic (the wgmma dK/dV and dQ kernels where the device runs them),
+    deterministic with MASKATTN_SM90=0 (mma.sync everywhere, the forward too), and deterministic=False (on Hopper
+    the one-pass wgmma kernel with dQ by bulk reductions, elsewhere atomic dQ); each row's forward runs on its
+    setting."""
     rows = []
     device = cp.cuda.Device().id
-    for name, spec in (("causal", masks.causal(n)), ("full", masks.full(n))):
+    for name, B, H, D, spec in (("causal", 1, 16, 128, masks.causal(8192)), ("full", 1, 16, 128, masks.full(8192)),
+                                ("full 16k", 1, 16, 128, masks.full(16384)), ("full", 1, 32, 64, masks.full(8192)),
+                                ("causal", 1, 32, 64, masks.causal(8192))):
+        n = spec.n_q
         plan = compile_mask(spec, tile=cuda.tile_for(D, BF16))
         q, k, v, do = inputs(4, (B, H, n, D), BF16, rng)
         flops = 4 * D * pairs_of(plan, B, H)
@@ -125,9 +99,9 @@ def backward_rows(rng):
             run = lambda: cuda.backward(do, q, k, v, out, lse, plan, D ** -0.5, det)  # noqa: E731
             bwd = median_ms(run, reps=10)
             wgmma = cuda_bwd.uses_sm90(D, plan.tile, det, device)
-            label = ("wgmma" if wgmma else "mma.sync") + ("" if det else " atomic dQ")
-            print(f"{name} {label} kernels (ms): {kernel_breakdown(run)}")
-            rows.append((name, label, fwd, bwd, flops / fwd / 1e9, 2.5 * flops / bwd / 1e9, 3.5 * flops / (fwd + bwd) / 1e9))
+            label = ("wgmma" if wgmma else "mma.sync") + ("" if det else " one pass" if wgmma else " atomic dQ")
+            rows.append((f"{name} D={D}", label, fwd, bwd, flops / fwd / 1e9, 2.5 * flops / bwd / 1e9,
+                         3.5 * flops / (fwd + bwd) / 1e9))
     os.environ.pop("MASKATTN_SM90")
     return rows
 
@@ -169,10 +143,10 @@ def main():
     print(f"{'case':<24}{'B':>3}{'n':>7}{'D':>5} {'dtype':<9}{'kernel / tile, warps':<21}{'ms':>8}{'TFLOP/s':>9}")
     for name, B, n, D, dt, config, ms, tf in fwd:
         print(f"{name:<24}{B:>3}{n:>7}{D:>5} {dt:<9}{config:<21}{ms:>8.3f}{tf:>9.1f}")
-    print("\nbackward, B=1 H=16 n=8192 D=128 bf16")
-    print(f"{'mask':<8}{'path':<20}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
+    print("\nbackward, B=1 bf16, n=8192 (but 16k), H=16 at D=128, H=32 at D=64; SDPA flash: H=16, D=128")
+    print(f"{'mask':<17}{'path':<20}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
     for name, label, f, b, tf, tb, tfb in bwd:
-        print(f"{name:<8}{label:<20}{f:>8.3f}{b:>8.3f}{tf:>8.1f}{tb:>8.1f}{tfb:>8.1f}")
+        print(f"{name:<17}{label:<20}{f:>8.3f}{b:>8.3f}{tf:>8.1f}{tb:>8.1f}{tfb:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
 runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 96 the mma.sync ones, and
-the atomic case the mma.sync dK/dV kernel with atomic dQ); plans in an order of their own, of intervals and of bits
+the atomic cases the one-pass wgmma kernel, and the mma.sync dK/dV kernel with atomic dQ at 96); plans in an order of their own, of intervals and of bits
 (rows gathered through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward
 (GQA packing, the 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training
 tile; per-sample key bounds, cache_seqlens); and the plans of dense masks built on the GPU (gpu/dense_plan.cu),
@@ -28,7 +28,9 @@ cases = [
     ("intervals", masks.causal(n_q, n_k), np.dtype(ml_dtypes.bfloat16), 64),
     ("bits", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 128),
     ("intervals, head dim 96 (the mma.sync forward on Hopper)", masks.causal(n_q, n_k), np.float16, 96),
-    ("bits, atomic dQ", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 128),
+    ("bits, one pass (atomic dQ)", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 128),
+    ("intervals, head dim 96, atomic dQ (mma.sync)", masks.causal(n_q, n_k), np.float16, 96),
+    ("none, one pass (atomic dQ)", None, np.dtype(ml_dtypes.bfloat16), 64),
     ("perm, intervals", dilated, np.dtype(ml_dtypes.bfloat16), 128),
     ("perm, intervals, head dim 96 (mma.sync)", dilated, np.float16, 96),
     ("perm, intervals, atomic dQ", dilated, np.float16, 64),

@@ -15,7 +15,8 @@ LAYERS = (
     ("maskattn.plan",),  # BlockMask
     ("maskattn.backends",),  # reference (NumPy), cuda (kernels)
     ("maskattn.api",),  # compile_mask, attention, attention_backward
-    ("maskattn.torch", "maskattn.flex", "maskattn"),  # integrations, and the package's face (its __init__ alone)
+    ("maskattn.torch", "maskattn.flex", "maskattn.distributed", "maskattn"),  # integrations, and the package's face
+    # (its __init__ alone)
     ("maskattn.testing", "maskattn.bench"),  # generators, yardsticks, benchmarks: users of the public face
     ("maskattn.__main__",),  # the CLI
 )

@@ -87,3 +87,21 @@ def test_handles():
         maskattn.torch.attention(q, k, v, torch.ones(8, 8, dtype=torch.bool))
     with pytest.raises(KeyError, match="unknown or expired"):
         maskattn.torch.attention(q, k, v, torch.tensor(10**9))
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_backward_follows_torch_deterministic_algorithms(deterministic, monkeypatch):
+    """The op asks attention_backward for bit-identical gradients exactly when torch's deterministic algorithms are
+    on (the GPU kernels differ; the CPU reference is deterministic either way)."""
+    seen = []
+    backward = maskattn.api.attention_backward
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["deterministic"])
+        return backward(*args, **kwargs)
+
+    monkeypatch.setattr(maskattn.api, "attention_backward", spy)
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
+    q, k, v = (torch.randn(1, 2, 40, 32, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    maskattn.torch.attention(q, k, v, masks.causal(40)).sum().backward()
+    assert seen == [deterministic]

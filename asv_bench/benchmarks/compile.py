@@ -1,18 +1,19 @@
 """compile_mask on the host for every workload of WORKLOADS.md (maskprep's speed)."""
 
 import maskattn
-from maskattn.bench import workloads
+
+from .common import ONE_SIZE, WORKLOADS, workloads
 
 SIZES = [4096, 16384, 65536]
 
 
 class CompileMask:
-    params = [list(workloads.NAMES), SIZES]
+    params = [list(WORKLOADS), SIZES]
     param_names = ["workload", "n"]
     timeout = 300
 
     def setup(self, name, n):
-        if name == "medusa" and n != SIZES[0]:
+        if name in ONE_SIZE and n != SIZES[0]:
             raise NotImplementedError("the MEDUSA tree has one size")
         self.spec = workloads.build(name, n, seed=0)
         maskattn.compile_mask(self.spec, (128, 128))

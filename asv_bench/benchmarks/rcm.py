@@ -14,9 +14,19 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee as scipy_rcm
 
-from maskattn import testing
-from maskattn._maskprep import default_threads, rcm
-from maskattn.masks.reorder import TILE, active_tiles, node_order
+from maskattn._maskprep import rcm
+
+try:
+    from .common import first_module
+except ImportError:  # run as a script
+    from common import first_module
+
+# under both package layouts of the commits the history installs (common.py)
+testing = first_module("maskattn.testing", "maskattn._graphs")
+reorder = first_module("maskattn.masks.reorder", "maskattn._reorder")
+TILE, active_tiles, node_order = reorder.TILE, reorder.active_tiles, reorder.node_order
+default_threads = getattr(first_module("maskattn._maskprep"), "default_threads", None) or \
+    first_module("maskattn.plan").default_threads
 
 SIZES = [1000, 5000, 20000]
 ORDERS = {

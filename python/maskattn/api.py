@@ -404,7 +404,7 @@ class _BackwardCall(_PreparedCall):
 
 
 def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="bhnd", check_finite=None,
-                       deterministic=True):
+                       deterministic=False):
     """Gradients of :func:`attention` with respect to q, k and v.
 
     Parameters
@@ -416,10 +416,11 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
     out, lse :
         What :func:`attention` returned (with ``return_lse=True``).
     deterministic : bool
-        On the GPU, dQ comes from its own kernel over the forward block lists: bit-identical on every run.
-        False adds dQ with float32 atomics from the dK/dV kernel instead (rounding varies per run; faster with the
-        mma.sync kernels, slower on Hopper, whose deterministic path runs wgmma dK/dV and dQ kernels).
-        The CPU backends are always deterministic.
+        On the GPU, False (the default, the faster path) adds dQ into a float32 accumulator from the kernel that
+        computes dK and dV (on Hopper one pass over the plan whose dQ goes by bulk reductions, elsewhere float32
+        atomics), so its rounding varies from run to run. True computes dQ by its own kernel over the forward block
+        lists: bit-identical on every run, at the cost of computing S and dP twice. ``maskattn.torch`` passes
+        ``torch.are_deterministic_algorithms_enabled()``. The CPU backends are always deterministic.
 
     Returns
     -------

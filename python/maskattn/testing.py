@@ -1,5 +1,5 @@
-"""Generators and yardsticks for tests and benchmarks: the graph families graph transformers attend over, and plain
-dense attention in float64.
+"""Generators and yardsticks for tests and benchmarks: the graph families graph transformers attend over, plain
+dense attention in float64, and a group of spawned ranks for the multi-process tests.
 
 Every graph builder returns a symmetric ``scipy.sparse.csr_array`` of bool with sorted indices, self loops on the
 diagonal (a graph transformer's node sees itself) and the nodes in a seeded random order, as datasets hand
@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["random_geometric", "grid_mesh", "stochastic_block_model", "barabasi_albert", "molecules",
-           "FAMILIES", "corpus", "dense_softmax_attention"]
+           "FAMILIES", "corpus", "dense_softmax_attention", "spawn_ranks"]
 
 
 def _graph(rows, cols, n, rng) -> sp.csr_array:
@@ -173,3 +173,28 @@ def dense_softmax_attention(q, k, v, dense_mask, scale):
     p = np.exp(s - np.where(seen, row_max, 0.0))
     denom = p.sum(axis=-1, keepdims=True)
     return np.einsum("bhij,bhjd->bhid", p / np.where(seen, denom, 1.0), v)
+
+
+def spawn_ranks(worker, world: int, folder, seconds: float, *args) -> list:
+    """Run ``worker(rank, world, init_file, folder, *args)`` in ``world`` spawned processes (``init_file``: a
+    ``file://`` rendezvous in ``folder``) and return what each rank wrote to ``folder/rank{rank}.json``. A run past
+    ``seconds`` (a hung collective) is stopped and raises TimeoutError, so a test fails instead of its CI job."""
+    import json
+    import pathlib
+    import time
+
+    import torch.multiprocessing as mp
+
+    folder = pathlib.Path(folder)
+    context = mp.start_processes(worker, args=(world, str(folder / "init"), str(folder), *args), nprocs=world,
+                                 join=False, start_method="spawn")
+    deadline = time.monotonic() + seconds
+    try:
+        while not context.join(timeout=max(1.0, deadline - time.monotonic())):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{world} ranks did not finish in {seconds} s (a hung collective?)")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.terminate()
+    return [json.loads((folder / f"rank{rank}.json").read_text()) for rank in range(world)]

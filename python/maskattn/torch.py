@@ -100,7 +100,7 @@ def _attention_backward_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v
                            layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     do, q, k, v, out, lse = (x.detach() for x in (do, q, k, v, out, lse))
     return api.attention_backward(do, q, k, v, out, lse, _lookup(handle), scale=scale, layout=layout,
-                                  check_finite=False)
+                                  check_finite=False, deterministic=torch.are_deterministic_algorithms_enabled())
 
 
 @_attention_backward_op.register_fake
@@ -225,7 +225,8 @@ def _sdpa_backward_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: tor
                       scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     do, q, k, v, out, lse = (x.detach() for x in (do, q, k, v, out, lse))
     mask, _ = _sdpa_mask(q, k, attn_mask, is_causal, plan=plan if plan.numel() else None)
-    return api.attention_backward(do, q, k, v, out, lse, mask, scale=scale, check_finite=False)
+    return api.attention_backward(do, q, k, v, out, lse, mask, scale=scale, check_finite=False,
+                                  deterministic=torch.are_deterministic_algorithms_enabled())
 
 
 @_sdpa_backward_op.register_fake

@@ -68,12 +68,37 @@ def input_sets(nbytes: int) -> int:
     return max(1, -(-2 * l2 // nbytes))
 
 
-def try_(fn, errors, label):
+def short_reason(err: BaseException, limit: int = 200) -> str:
+    """``Type: first line`` of the innermost exception that has a message, following ``raise ... from`` and the
+    ``inner_exception`` of torch.compile's wrappers (BackendCompilerFailed, InductorError), whose own first line may
+    say only that the backend raised."""
+    chain = [err]
+    while len(chain) < 16:
+        inner = chain[-1].__cause__ or getattr(chain[-1], "inner_exception", None)
+        if not isinstance(inner, BaseException):
+            break
+        chain.append(inner)
+    for inner in reversed(chain):
+        line = next((s.strip() for s in str(inner).splitlines() if s.strip()), "")
+        if line:
+            text = f"{type(inner).__name__}: {line}"
+            return text if len(text) <= limit else text[:limit - 3] + "..."
+    return type(err).__name__
+
+
+def attempt(fn):
+    """``(fn(), None)``, or ``(None, short_reason)`` where ``fn`` raises: one peer failing must not hide the others."""
     try:
-        return fn()
-    except Exception as err:  # one peer failing must not hide the others
-        errors.append(f"{label}: {type(err).__name__}: {err}")
-        return None
+        return fn(), None
+    except Exception as err:
+        return None, short_reason(err)
+
+
+def try_(fn, errors, label):
+    value, reason = attempt(fn)
+    if reason is not None:
+        errors.append(f"{label}: {reason}")
+    return value
 
 
 def copy_bandwidth() -> float:
@@ -89,14 +114,19 @@ def ratio(a, b):
     return None if a is None or b is None else a / b
 
 
-def fwd_bwd_ms(attn, q, k, v, do) -> float:
+def fwd_bwd_step(attn, q, k, v, do):
+    """One forward+backward of ``attn(q, k, v)`` through autograd, gradients dropped before each call."""
     qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
 
     def step():
         qg.grad = kg.grad = vg.grad = None
         attn(qg, kg, vg).backward(do)
 
-    return bench_ms(step)
+    return step
+
+
+def fwd_bwd_ms(attn, q, k, v, do) -> float:
+    return bench_ms(fwd_bwd_step(attn, q, k, v, do))
 
 
 def fmt(x, spec=".3f"):

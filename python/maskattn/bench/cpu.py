@@ -21,10 +21,9 @@ import maskattn
 from maskattn.backends import cpu
 
 from . import workloads
-from .common import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_N, fmt, ratio, try_
+from .common import fmt, ratio, try_
 
-CPU_N = (4096, 16384)
-CPU_HEADS, CPU_HEAD_DIM = 8, 64
+N, HEADS, HEAD_DIM = [4096, 16384], 8, 64  # the defaults of --cpu (bench.main)
 
 
 def _best_ms(fns: dict, rounds: int, errors: list) -> dict:
@@ -61,16 +60,8 @@ def target_ms(density: float, sdpa_ms):
     return min(bound, 0.5 * sdpa_ms) if density <= 0.25 else bound
 
 
-def _defaults(args):
-    """The CPU mode's shapes where the command line left the GPU modes' defaults."""
-    ns = CPU_N if list(args.n) == list(DEFAULT_N) else tuple(args.n)
-    heads = CPU_HEADS if args.heads == DEFAULT_HEADS else args.heads
-    head_dim = CPU_HEAD_DIM if args.head_dim == DEFAULT_HEAD_DIM else args.head_dim
-    return ns, heads, head_dim
-
-
 def run(args) -> list[dict]:
-    ns, H, D = _defaults(args)
+    ns, H, D = args.n, args.heads, args.head_dim
     B = args.batch
     threads = args.threads or cpu.threads()
     try:

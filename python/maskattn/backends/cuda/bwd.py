@@ -6,10 +6,12 @@ This module owns the backward kernels' configurations (:func:`bwd_config`, :func
 the outputs and float32 scratch, and launches, in order: the preprocess (delta = rowsum(dO * O), LSE in log2 units),
 the column-parallel dK/dV kernel over the plan's backward CSR, and either the deterministic dQ kernel over the
 forward CSR (default) or, with ``deterministic=False``, float32 atomics into a dQ accumulator from the dK/dV kernel
-followed by a conversion. On Hopper (compute capability 9.0) the deterministic backward at head dims 64 and 128
-with the 128 x 128 training tile runs the dK/dV and dQ kernels of ``bwd_sm90.cu`` instead (wgmma, a producer
-warpgroup and two consumers, compiled for ``sm_90a`` by :func:`.kernels.sm90_function`); ``MASKATTN_SM90=0``
-in the environment keeps the mma.sync kernels, as for the forward.
+followed by a conversion. On Hopper (compute capability 9.0), at head dims 64 and 128 with the 128 x 128 training
+tile, the kernels of ``bwd_sm90.cu`` run instead (wgmma, a producer warpgroup fed by the copy engine and two
+consumers, compiled for ``sm_90a`` by :func:`.kernels.sm90_function`): deterministic, the dK/dV and dQ passes; with
+``deterministic=False`` one pass whose dK/dV kernel also adds each step's dQ into a float32 accumulator by bulk
+reductions, then the conversion. ``MASKATTN_SM90=0`` in the environment keeps the mma.sync kernels, as for the
+forward.
 
 The backward reads the same plan as the forward (``kernels.tile_for``): it steps through the plan's query blocks BM rows
 at a time and through its key blocks BN keys at a time, so no second plan is compiled. Plans, sources, dtype rules,
@@ -18,23 +20,25 @@ stride checks and the device's shared-memory limit come from :mod:`.kernels` and
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, nvrtc_options, sm90_function, smem_optin,
-                      source_dir)
+from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, kernel_source, nvrtc_options, sm90_function,
+                      smem_optin, source_dir)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
+from .tma import MAP_BYTES, TensorMap
 
 __all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
            "backward"]
 
 _PRE_ROWS = 64          # rows per CTA of bwd_preprocess_kernel (PRE_ROWS in bwd.cu)
-_CONVERT_THREADS = 256  # CONVERT_THREADS in bwd.cu
+_CONVERT_THREADS = 256  # CONVERT_THREADS in bwd_common.cuh
 _SM90_THREADS = 384     # sm90_bwd::THREADS in bwd_sm90.cu (both kernels): one producer, two consumer warpgroups
 
 
@@ -74,10 +78,12 @@ def bwd_smem_bytes(head_dim: int, tile, deterministic: bool = True) -> tuple[int
     return dkdv, dq
 
 
-def bwd_sm90_smem_bytes(head_dim: int) -> int:
-    """BWD_SM90_SMEM_BYTES<D> of bwd_sm90.cu: alignment slack, K and V, two stages of Q and dO (64 rows each) and
-    of the 64 LSE and delta values, the step descriptions and mbarriers."""
-    return 1024 + (2 * 128 + 4 * 64) * head_dim * 2 + 2 * 2 * 64 * 4 + 128
+def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
+    """BWD_SM90_SMEM_BYTES<D, ATOMIC> of bwd_sm90.cu: alignment slack, K and V, two stages of Q and dO (64 rows each),
+    in one pass two buffers of dS^T (128 x 64) and the consumers' float32 halves of a step's dQ (64 x D / 2 each),
+    two stages of the 64 LSE and delta values, the step descriptions and mbarriers."""
+    one_pass_bytes = 2 * 128 * 64 * 2 + 2 * 64 * (head_dim // 2) * 4 if one_pass else 0
+    return 1024 + (2 * 128 + 4 * 64) * head_dim * 2 + one_pass_bytes + 2 * 2 * 64 * 4 + 128
 
 
 def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
@@ -87,9 +93,9 @@ def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
 
 
 def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
-    """Whether this backward runs the wgmma kernels (bwd_sm90.cu, dK/dV and dQ): where the forward runs
-    fwd_sm90.cu, with dQ by its own kernel (bwd_sm90.cu has no atomic dQ)."""
-    return bool(deterministic) and forward_uses_sm90(head_dim, tuple(tile), device_id)
+    """Whether this backward runs the wgmma kernels of bwd_sm90.cu (the two passes where ``deterministic``, else the
+    one pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu."""
+    return forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
@@ -101,7 +107,7 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
     mask, p = f"maskattn::{mask_mode}", str(perm).lower()
     names = {
         "pre": f"maskattn::bwd_preprocess_kernel<{T}, {D}>",
-        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
+        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}, {str(not deterministic).lower()}>" if sm90 else
                  f"maskattn::bwd_dkdv_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bm']}, {cfg['dsplit']}, "
                  f"{str(not deterministic).lower()}, {p}>"),
     }
@@ -109,7 +115,7 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
         names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
                        f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>")
     else:
-        names["convert"] = f"maskattn::bwd_dq_convert_kernel<{T}, {D}>"
+        names["convert"] = f"maskattn::bwd_dq_convert_{'sm90_' if sm90 else ''}kernel<{T}, {D}>"
     return names
 
 
@@ -123,16 +129,17 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     cupy = import_cupy()
     src = source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
-    from_sm90 = ("dkdv", "dq") if sm90 else ()
+    from_sm90 = ("dkdv", "dq" if deterministic else "convert") if sm90 else ()
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
-    module = cupy.RawModule(code=(src / "bwd.cu").read_text(), options=nvrtc_options(src),
+    module = cupy.RawModule(code=kernel_source("bwd.cu"), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
     smem_dkdv, smem_dq = bwd_smem_bytes(head_dim, tile, deterministic)
     smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
     kernels = {}
     if sm90:
         more = ROW_TABLE_BYTES if perm else 0
-        smem["dkdv"], smem["dq"] = bwd_sm90_smem_bytes(head_dim) + more, bwd_dq_sm90_smem_bytes(head_dim) + more
+        smem["dkdv"] = bwd_sm90_smem_bytes(head_dim, not deterministic) + more
+        smem["dq"] = bwd_dq_sm90_smem_bytes(head_dim) + more
         kernels.update({key: (sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
                         for key in from_sm90})
     for key, name in from_bwd.items():
@@ -224,7 +231,8 @@ class _BackwardLaunch:
             limit = smem_optin(device_id)
             sm90 = uses_sm90(head_dim, tile, deterministic, device_id)
             need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
-                       ((bwd_sm90_smem_bytes(head_dim), bwd_dq_sm90_smem_bytes(head_dim)) if sm90 else ()))
+                       ((bwd_sm90_smem_bytes(head_dim, not deterministic), bwd_dq_sm90_smem_bytes(head_dim))
+                        if sm90 else ()))
             if need > limit:
                 raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
                                  f"block; this device allows {limit}")
@@ -240,6 +248,17 @@ class _BackwardLaunch:
                 self.scratch_shapes.append((B * H, n_q_pad, head_dim))
                 self.accum_bytes = B * H * n_q_pad * head_dim * 4
             group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
+            # bwd_sm90.cu's tensor maps (tma.cuh): Q and dO in steps of 64 rows, K and V in key blocks; plans with a
+            # node order gather rows and take none
+            self.maps = {}
+            if sm90 and plan.perm is None:
+                self.maps = {name: TensorMap(shape, st[name], rows) for name, shape, rows in (
+                    ("q", (B, H, n_q, head_dim), 64), ("do", (B, H, n_q, head_dim), 64),
+                    ("k", (B, Hk, n_k, head_dim), tile[1]), ("v", (B, Hk, n_k, head_dim), tile[1]))}
+            no_map = (ctypes.c_uint8 * MAP_BYTES)()
+
+            def maps(*names):  # the Hopper kernels' last parameters
+                return tuple(self.maps[name].slot if self.maps else no_map for name in names) if sm90 else ()
             scale_log2 = f32(scale * math.log2(math.e))
             strides = lambda *names: (i64(s) for name in names for s in st[name])  # noqa: E731
 
@@ -256,7 +275,7 @@ class _BackwardLaunch:
                  group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                  dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"],
                  dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
-                 scale_log2, f32(scale)))
+                 scale_log2, f32(scale), *maps("q", "do", "k", "v")))
             if deterministic:
                 kernel, smem = kernels["dq"]
                 # arrays: q, k, v, do, dq, lse_log2, delta
@@ -267,7 +286,7 @@ class _BackwardLaunch:
                      group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                      dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
                      dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
-                     scale_log2, f32(scale)))
+                     scale_log2, f32(scale), *maps("k", "v")))
             else:
                 kernel, _ = kernels["convert"]
                 chunks = n_q * (head_dim // 8)
@@ -286,6 +305,9 @@ class _BackwardLaunch:
                  lse_log2: int, delta: int, dq_accum: int = 0):
         """Launch on ``stream`` over the arrays at these device addresses (dq_accum only for atomic dQ)."""
         with self.device:
+            for name, address in (("q", q), ("do", do), ("k", k), ("v", v)):
+                if name in self.maps:
+                    self.maps[name].point_at(address)
             self.pre(stream, do, out, lse, lse_log2, delta)
             if not self.deterministic:
                 import_cupy().cuda.runtime.memsetAsync(dq_accum, 0, self.accum_bytes, stream)

@@ -14,6 +14,7 @@ the environment keeps the mma.sync kernel. CuPy is imported on first use, so ``m
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.resources
 import os
 
@@ -157,6 +158,15 @@ def source_dir():
         return path.parent
 
 
+def kernel_source(name: str) -> str:
+    """The text of gpu/``name`` as the kernels are built from it, ending in a comment that names the headers' hash:
+    CuPy's on-disk kernel cache keys a build by its source text and options, not by the headers it includes, so
+    without it a change to a .cuh alone would bring back stale kernels on a machine that keeps the cache."""
+    src = source_dir()
+    headers = hashlib.sha1(b"".join(path.read_bytes() for path in sorted(src.glob("*.cuh")))).hexdigest()
+    return f"{(src / name).read_text()}\n// maskattn headers {headers}\n"
+
+
 def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: bool = False) -> str:
     """perm: the instantiation for plans with a node order (the others compile without the row lookups)."""
     tile_m, tile_n, warps, stages = config
@@ -228,7 +238,7 @@ def sm90_function(source: str, name: str, smem: int, device_id: int):
     from cupy_backends.cuda.libs import nvrtc
 
     src = source_dir()
-    prog = nvrtc.createProgram((src / source).read_text(), source, [], [])
+    prog = nvrtc.createProgram(kernel_source(source), source, [], [])
     try:
         nvrtc.addNameExpression(prog, name)
         try:
@@ -253,7 +263,7 @@ def _fwd_module_function(name: str):
     """One kernel of fwd.cu, compiled by NVRTC for the current device."""
     cupy = import_cupy()
     src = source_dir()
-    module = cupy.RawModule(code=(src / "fwd.cu").read_text(), options=nvrtc_options(src), name_expressions=(name,))
+    module = cupy.RawModule(code=kernel_source("fwd.cu"), options=nvrtc_options(src), name_expressions=(name,))
     return module.get_function(name)
 
 

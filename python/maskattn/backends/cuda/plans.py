@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._maskprep.plan import PlanArrays
 from ...plan import FULL, PARTIAL, PLAN_ARRAYS, BlockMask, check_tile
-from .kernels import import_cupy, source_dir
+from .kernels import import_cupy, kernel_source
 from .launch import Launcher
 
 
@@ -200,7 +200,7 @@ def plan_reference(mask, tile) -> np.ndarray:
 @functools.lru_cache(maxsize=None)
 def _plan_kernels(device_id: int):
     cupy = import_cupy()
-    module = cupy.RawModule(code=(source_dir() / "dense_plan.cu").read_text(), options=("-std=c++17",))
+    module = cupy.RawModule(code=kernel_source("dense_plan.cu"), options=("-std=c++17",))
     return module.get_function("dense_plan_classify"), module.get_function("dense_plan_fill")
 
 

@@ -1,0 +1,195 @@
+"""Context-parallel attention with autograd, over ``maskattn.attention`` / ``attention_backward`` on the restricted
+plans of a :class:`~maskattn.distributed.plan.ShardedPlan`:
+
+- :class:`AllToAllAttention`: each rank fetches exactly the remote key/value blocks its rows reference (one
+  all-to-all with split sizes), and in backward returns their dK/dV partials to the owners, which add them to
+  their own. With ``overlap`` the exchange runs while the rank computes its rows against its own keys (NCCL's
+  stream beside the compute stream on GPUs; gloo's thread on CPUs), then the fetched blocks' part follows and the
+  two merge by their log-sum-exp; the backward computes the fetched blocks' gradients first and returns them while
+  it computes its own. Without, one call runs over the packed buffer of fetched and own blocks.
+- :class:`RingAttention`: the baseline. K/V of every rank pass round the ring; each step runs the rank's rows
+  against one rank's keys (skipped where the plan lists no tile); in backward the dK/dV accumulators travel with
+  them (float32 on GPUs, as ring-flash-attention keeps them) and arrive home after the last step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import api
+from .exchange import all_to_all, kv_views, plan_index, ring_shift, token_major, wait
+
+
+def _lse_dtype(q: torch.Tensor) -> torch.dtype:
+    return torch.float32 if q.is_cuda else q.dtype
+
+
+def _acc_dtype(q: torch.Tensor) -> torch.dtype:
+    """Where partial results add up: float32 for half-precision inputs, else their own dtype."""
+    return torch.promote_types(q.dtype, torch.float32)
+
+
+def partial_attention(q, k, v, plan, scale):
+    """(out, lse) of q's rows against k, v over ``plan``; 0 and -inf where the plan lists nothing."""
+    if plan.nnz == 0:
+        return torch.zeros_like(q), q.new_full(q.shape[:3], float("-inf"), dtype=_lse_dtype(q))
+    return api.attention(q.detach(), k.detach(), v.detach(), plan, scale=scale, return_lse=True, check_finite=False)
+
+
+def partial_grads(do, q, k, v, out, lse, plan, scale):
+    """(dq, dk, dv) of one part, given the merged out and lse of every part; bit-identical from run to run where torch's
+    deterministic mode is on (as ``maskattn.torch``)."""
+    if plan.nnz == 0:
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    return api.attention_backward(*(x.detach() for x in (do, q, k, v, out, lse)), plan, scale=scale,
+                                  check_finite=False, deterministic=torch.are_deterministic_algorithms_enabled())
+
+
+def merge(out_a, lse_a, out_b, lse_b):
+    """Attention over the union of two disjoint key sets from the parts over each: weights ``exp(lse_part - lse)``.
+    The output comes in the accumulation dtype (float32 for half inputs); rows no part saw stay 0 and -inf."""
+    lse = torch.logaddexp(lse_a, lse_b)
+    base = torch.where(lse == float("-inf"), torch.zeros_like(lse), lse)
+    acc = torch.promote_types(out_a.dtype, lse.dtype)
+    out = out_a.to(acc) * torch.exp(lse_a - base).unsqueeze(-1).to(acc)
+    out += out_b.to(acc) * torch.exp(lse_b - base).unsqueeze(-1).to(acc)
+    return out, lse
+
+
+def _add_returned(dk, dv, returned, index):
+    """dk, dv plus the partials other ranks returned for the keys at ``index`` (a key sent to several ranks comes
+    back from each)."""
+    if returned.shape[0] == 0:
+        return dk, dv
+    back_k, back_v = kv_views(returned)
+    acc = _acc_dtype(dk)
+    dk = dk.to(acc).index_add_(2, index, back_k.to(acc)).to(dk.dtype)
+    dv = dv.to(acc).index_add_(2, index, back_v.to(acc)).to(dv.dtype)
+    return dk, dv
+
+
+def _unpermute(rows, index):
+    """The rows ``x`` with ``x[index] == rows``: undoes ``x.index_select(0, index)``."""
+    return torch.empty_like(rows).index_copy_(0, index, rows)
+
+
+class AllToAllAttention(torch.autograd.Function):
+    """q (B, H, n_r, D), k and v (B, Hk, n_r, D): this rank's tokens; see the module docstring.
+
+    Fetched blocks arrive token-major by owner rank (``recv``); the plans index them in ascending block order, which
+    is the arrival order for contiguous splits (else one gather, ``remote`` / ``packed`` indices of the plan).
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, sharded, scale, overlap):
+        r = sharded.rank
+        send_index = plan_index(sharded, "send", k.device)
+        send = token_major(k, v, send_index)
+        moves = bool(sharded.send_tokens.any())  # the same on every rank: all call the collective, or none
+        recv, work = (all_to_all(send, sharded.send_tokens[r], sharded.send_tokens[:, r], sharded.group, "kv")
+                      if moves else (send[:0], None))
+        if overlap:
+            out, lse = partial_attention(q, k, v, sharded.local_plan(), scale)
+            wait(work)
+            remote_plan, order = sharded.remote_plan(), plan_index(sharded, "remote", k.device)
+            fetched = recv if order is None else recv.index_select(0, order)
+            if remote_plan.nnz:
+                out, lse = merge(out, lse, *partial_attention(q, *kv_views(fetched), remote_plan, scale))
+                out = out.to(q.dtype)
+        else:
+            wait(work)
+            fetched = torch.cat((recv, token_major(k, v))).index_select(0, plan_index(sharded, "packed", k.device))
+            out, lse = partial_attention(q, *kv_views(fetched), sharded.packed_plan(), scale)
+        ctx.save_for_backward(q, k, v, fetched, out, lse)
+        ctx.sharded, ctx.scale, ctx.overlap, ctx.moves = sharded, scale, overlap, moves
+        return out
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, fetched, out, lse = ctx.saved_tensors
+        sharded, scale = ctx.sharded, ctx.scale
+        do = do.contiguous()
+        if ctx.overlap:
+            dq, dk_remote, dv_remote = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.remote_plan(),
+                                                     scale)
+            grads = token_major(dk_remote, dv_remote)
+            order = plan_index(sharded, "remote", k.device)
+            back, work = _return(grads if order is None else _unpermute(grads, order), sharded, ctx.moves)
+            dq_local, dk, dv = partial_grads(do, q, k, v, out, lse, sharded.local_plan(), scale)
+            dq = (dq.to(_acc_dtype(q)) + dq_local.to(_acc_dtype(q))).to(q.dtype)
+        else:
+            dq, dk_packed, dv_packed = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.packed_plan(),
+                                                     scale)
+            held = _unpermute(token_major(dk_packed, dv_packed), plan_index(sharded, "packed", k.device))
+            fetched_count = held.shape[0] - k.shape[2]
+            back, work = _return(held[:fetched_count], sharded, ctx.moves)
+            dk, dv = (x.contiguous() for x in kv_views(held[fetched_count:]))
+        wait(work)
+        dk, dv = _add_returned(dk, dv, back, plan_index(sharded, "send", k.device))
+        return dq, dk, dv, None, None, None
+
+
+def _return(remote_grads, sharded, moves):
+    """Start sending the fetched blocks' dK/dV partials (token-major, in arrival order) back to their owners."""
+    r = sharded.rank
+    if not moves:
+        return remote_grads[:0], None
+    return all_to_all(remote_grads, sharded.send_tokens[:, r], sharded.send_tokens[r], sharded.group, "dkv")
+
+
+def _around_the_ring(kv, sharded, purpose):
+    """Yield (source rank, its stacked K/V) for each step of the ring, the next step's K/V already in flight."""
+    P, r = sharded.world_size, sharded.rank
+    counts = sharded.token_counts
+    for step in range(P):
+        source = (r - step) % P
+        if step + 1 < P:
+            nxt, works = ring_shift(kv, _shape(kv, counts[(source - 1) % P]), sharded, purpose, tag=1)
+        yield source, kv
+        if step + 1 < P:
+            wait(works)
+            kv = nxt
+
+
+class RingAttention(torch.autograd.Function):
+    """The ring baseline over the same restricted plans: q (B, H, n_r, D), k and v (B, Hk, n_r, D)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, sharded, scale):
+        out = torch.zeros(q.shape, dtype=_acc_dtype(q), device=q.device)
+        lse = q.new_full(q.shape[:3], float("-inf"), dtype=_lse_dtype(q))
+        for source, kv in _around_the_ring(torch.stack((k, v)), sharded, "ring_kv"):
+            plan = sharded.source_plan(source)
+            if plan.nnz:
+                out, lse = merge(out, lse, *partial_attention(q, kv[0], kv[1], plan, scale))
+        out = out.to(q.dtype)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.sharded, ctx.scale = sharded, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, out, lse = ctx.saved_tensors
+        sharded, scale = ctx.sharded, ctx.scale
+        counts = sharded.token_counts
+        do = do.contiguous()
+        acc = _acc_dtype(q)
+        dkv = torch.zeros((2, *k.shape), dtype=acc, device=k.device)  # the gradients of the keys kv holds
+        dq = torch.zeros(q.shape, dtype=acc, device=q.device)
+        for source, kv in _around_the_ring(torch.stack((k, v)), sharded, "ring_kv_bwd"):
+            plan = sharded.source_plan(source)
+            if plan.nnz:
+                g = partial_grads(do, q, kv[0], kv[1], out, lse, plan, scale)
+                dq += g[0]
+                dkv[0] += g[1]
+                dkv[1] += g[2]
+            # the accumulator of source's keys moves on with them; after the last step it reaches its owner
+            dkv, works = ring_shift(dkv, _shape(dkv, counts[(source - 1) % sharded.world_size]), sharded,
+                                    "ring_dkv", tag=2)
+            wait(works)
+        return dq.to(q.dtype), dkv[0].to(k.dtype), dkv[1].to(v.dtype), None, None
+
+
+def _shape(x, tokens):
+    """x's shape with ``tokens`` rows along the token axis (3 of a stacked (2, B, Hk, n, D))."""
+    return (*x.shape[:3], int(tokens), x.shape[4])

@@ -1,0 +1,15 @@
+"""The kernel sources as the CUDA backend builds them carry a hash of the headers: CuPy's on-disk kernel cache keys a
+build by its source text and options only, so a change to a .cuh alone must change the text it sees."""
+
+from maskattn.backends.cuda import kernels
+
+
+def test_a_header_change_changes_the_source(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernels, "source_dir", lambda: tmp_path)
+    (tmp_path / "k.cu").write_text('#include "h.cuh"\n__global__ void k() {}\n')
+    (tmp_path / "h.cuh").write_text("#define X 1\n")
+    before = kernels.kernel_source("k.cu")
+    assert before.startswith('#include "h.cuh"\n__global__ void k() {}\n')
+    assert kernels.kernel_source("k.cu") == before
+    (tmp_path / "h.cuh").write_text("#define X 2\n")
+    assert kernels.kernel_source("k.cu") != before
