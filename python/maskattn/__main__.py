@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     p.set_defaults(run=demo)
     from . import bench
 
-    p = sub.add_parser("bench", help="every workload: maskattn beside FlexAttention and SDPA (GPU), or --host")
+    p = sub.add_parser("bench", help="every workload: maskattn beside FlexAttention and SDPA (GPU), or --host, --cpu")
     bench.add_arguments(p)
     p.set_defaults(run=bench.main)
     args = parser.parse_args(argv)

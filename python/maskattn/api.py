@@ -1,7 +1,8 @@
 """The public calls: compile a mask (:func:`compile_mask`), run attention and its backward: validate, pick the
 backend by where the arrays live, run, hand results back.
 
-NumPy (or CPU DLPack) inputs run on the exact reference backend; CuPy (or CUDA DLPack, e.g. torch) inputs run
+NumPy (or CPU DLPack) inputs run on the CPU kernels (``backends.cpu``; ``backends.reference`` where
+MASKATTN_CPU_BACKEND=reference); CuPy (or CUDA DLPack, e.g. torch) inputs run
 on the CUDA kernels. Layouts, GQA packing and mask compilation are handled here once for both; each backend
 follows a plan's token order (``plan.perm``) itself (the arrays stay in the caller's order). This is the top of the
 core: it imports masks, plans and backends; the integrations (torch, Flex) import it.
@@ -41,12 +42,13 @@ class _Backend:
             self.xp = cupy_or_none()
             self.dtypes = ("float16", "bfloat16")
         else:
-            from .backends import reference
+            from .backends import cpu
 
-            # the reference accumulates in a fixed order: always deterministic; it has no splits to make
-            self.forward = reference.forward
-            self.backward = lambda *args, deterministic: reference.backward(*args)
-            self.tile_for = lambda head_dim, dtype, rows=None: None  # any tile works
+            # the C++ kernels (backends.cpu), or the exact reference where MASKATTN_CPU_BACKEND=reference; both
+            # deterministic, and neither has splits to make
+            self.forward = lambda *args, **kwargs: cpu.chosen().forward(*args, **kwargs)
+            self.backward = lambda *args, deterministic: cpu.chosen().backward(*args)
+            self.tile_for = lambda head_dim, dtype, rows=None: cpu.TILE  # any tile works; this one runs fastest
             self.decode_rows = 0  # no GQA packing: pack is always 1 here
             self.xp = np
             self.dtypes = ("float32", "float64")
@@ -224,7 +226,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     ----------
     q : array (B, H, n_q, D) for layout "bhnd", (B, n_q, H, D) for "bnhd"
     k, v : arrays (B, Hk, n_k, D) / (B, n_k, Hk, D); ``H % Hk == 0`` (GQA / MQA)
-        NumPy (float32 / float64: the exact CPU reference), CuPy or CUDA DLPack tensors such as torch
+        NumPy (float32 / float64: the CPU kernels, threads as ``backends.cpu.threads``), CuPy or CUDA DLPack tensors such as torch
         (float16 / bfloat16: the CUDA kernels; torch in, torch out, no copies). All on one device, one dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
@@ -239,7 +241,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     num_splits : int, optional
         GPU: split each query block's key blocks over this many CTAs (1 to 32), merging the partial results
         exactly. Default: chosen from the plan and the GPU's size, so that few query rows over a long KV cache
-        still fill the GPU. The CPU reference ignores it.
+        still fill the GPU. The CPU ignores it.
     cache_seqlens : integer array (B,), optional
         Per sample the number of valid keys (a KV cache's lengths, as ``flash_attn_with_kvcache``'s): keys
         ``j >= cache_seqlens[b]`` are masked besides ``mask``, at run time, so one mask and plan serve every step of
@@ -418,7 +420,7 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
         computes dK and dV (on Hopper one pass over the plan whose dQ goes by bulk reductions, elsewhere float32
         atomics), so its rounding varies from run to run. True computes dQ by its own kernel over the forward block
         lists: bit-identical on every run, at the cost of computing S and dP twice. ``maskattn.torch`` passes
-        ``torch.are_deterministic_algorithms_enabled()``. The CPU reference is always deterministic.
+        ``torch.are_deterministic_algorithms_enabled()``. The CPU backends are always deterministic.
 
     Returns
     -------

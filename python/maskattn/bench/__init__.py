@@ -8,6 +8,7 @@
 - :mod:`.sdpa` (``--sdpa``): ``maskattn.torch.scaled_dot_product_attention`` beside torch's SDPA with the same dense
   mask, planned on the GPU in every call, and the plan alone;
 - :mod:`.overhead` (``--overhead``): host time of one call;
+- :mod:`.cpu` (``--cpu``): the CPU kernels on NumPy float32 beside torch's SDPA on the CPU and the float32 GEMM rate;
 - :mod:`.distributed` (``--distributed``, under torchrun): context parallelism on N ranks against one rank and a ring;
 - :mod:`.workloads`: the seeded workload masks (shared with the demo and the asv suite).
 """
@@ -18,15 +19,18 @@ import json
 import pathlib
 
 from . import workloads
+from .common import DEFAULT_HEAD_DIM, DEFAULT_HEADS, DEFAULT_N
 from .peers import PEERS
 
 
 def main(args) -> int:
-    from . import attention, decode, host, overhead, sdpa
+    from . import attention, cpu, decode, host, overhead, sdpa
 
     out_dir = pathlib.Path(args.out) if args.out else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
+    args.heads = args.heads or (cpu.HEADS if args.cpu else DEFAULT_HEADS)
+    args.head_dim = args.head_dim or (cpu.HEAD_DIM if args.cpu else DEFAULT_HEAD_DIM)
     if args.distributed:
         from . import distributed
 
@@ -36,12 +40,12 @@ def main(args) -> int:
         if rows is not None:  # rank 0 reports
             _report(rows, distributed.markdown(rows), "distributed", out_dir)
         return 0
-    args.n = args.n or [8192, 16384]
     args.workloads = args.workloads or list(workloads.NAMES)
+    args.n = args.n or (cpu.N if args.cpu else DEFAULT_N)
     if args.overhead:
         overhead.run(args)
         return 0
-    for mode, module in (("decode", decode), ("sdpa", sdpa)):
+    for mode, module in (("decode", decode), ("sdpa", sdpa), ("cpu", cpu)):
         if getattr(args, mode):
             rows = module.run(args)
             _report(rows, module.markdown(rows), mode, out_dir)
@@ -74,16 +78,19 @@ def _report(rows, table: str, name: str, out_dir):
 
 
 def add_arguments(p):
-    p.add_argument("--n", type=int, nargs="+", help="default 8192 16384 (--distributed: 131072)")
+    p.add_argument("--n", type=int, nargs="+", help="default 8192 16384 (--cpu: 4096 16384; --distributed: 131072)")
     p.add_argument("--workloads", nargs="+", choices=workloads.NAMES, metavar="NAME",
                    help="default: all (--distributed: doc_causal causal sink_swa shared_question graph_rcm)")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--heads", type=int, help="default 16 (--cpu: 8)")
+    p.add_argument("--head-dim", type=int, help="default 128 (--cpu: 64)")
     p.add_argument("--kv-heads", type=int, default=None, help="--distributed: KV heads (GQA; default --heads)")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--backward", action="store_true", help="also time forward+backward")
     p.add_argument("--host", action="store_true", help="time only the plan compiler, on the CPU")
+    p.add_argument("--cpu", action="store_true",
+                   help="the CPU kernels (NumPy float32) beside torch SDPA on the CPU with the dense mask and the float32 "
+                        "GEMM rate, fwd and fwd+bwd (n 4096 16384, H 8, D 64 unless given)")
     p.add_argument("--sdpa", action="store_true",
                    help="GPU: maskattn.torch.scaled_dot_product_attention against SDPA with the same dense mask, "
                         "planned in every call (--backward: also the host plan's forward+backward)")
@@ -109,7 +116,8 @@ def add_arguments(p):
                    help="GPU: time only plan compile + upload beside Flex's create_block_mask")
     p.add_argument("--tile", type=int, nargs=2, default=[128, 128],
                    help="--host, --distributed on CPUs: the tile to compile for")
-    p.add_argument("--threads", type=int, default=None, help="--host: compile threads for dense / sparse masks")
+    p.add_argument("--threads", type=int, default=None,
+                   help="--host: compile threads for dense / sparse masks; --cpu: the kernels' and torch's threads")
     p.add_argument("--reps", type=int, default=50, help="--host: repetitions per workload")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="folder for bench.json, bench.md and bench.png")

@@ -7,6 +7,7 @@ import statistics
 import time
 
 PEAK_TFLOPS = 790.0  # measured dense bf16 matrix rate of an H100 80GB HBM3 (WORKLOADS.md)
+DEFAULT_N, DEFAULT_HEADS, DEFAULT_HEAD_DIM = [8192, 16384], 16, 128  # the GPU modes' shapes; --cpu has its own
 
 
 def median_ms(fn, reps: int) -> float:

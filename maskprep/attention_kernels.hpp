@@ -1,0 +1,1213 @@
+// Block-sparse flash attention on the CPU: forward and backward over a block plan, float and double.
+//
+// Included once by each attention_<isa>.cpp, which defines
+//   MASKPREP_ISA_NAMESPACE  the namespace of its entries (isa_avx512, isa_avx2, isa_generic),
+//   MASKPREP_VECTOR_BYTES   the vector width its compiler flags allow (64, 32, 16),
+//   MASKPREP_MICRO_ROWS     the rows of a register tile (as many accumulators as the register file holds).
+// Everything below those entries has internal linkage, and nothing here instantiates a library template that another
+// translation unit could instantiate too: the linker must never pick a copy built for a wider instruction set.
+//
+// The algorithm is the exact blockwise reference's (maskattn/backends/reference.py), with the work laid out for
+// registers: K^T and V (and, for the backward, Q, dO, K and V^T) are packed once per call into zero-padded tiles,
+// so every product is a register-tiled kernel over aligned rows (`gemm`); the softmax works in base 2 with the scale
+// folded into the exponent, exp2(s * scale * log2(e) - shift) by fused multiply-adds in which scale * log2(e) and the
+// backward's lse * log2(e) are each a pair of T (high and low part), so that neither is rounded to T (`exp2v`). Work units: the
+// forward takes one (batch, head, query block) each, heaviest first; the backward one (batch, head, range of key
+// blocks), which owns its dK, dV rows and accumulates dQ in a buffer of its own (FlashAttention 2's order, without
+// atomics). Results are the same whatever thread runs a unit.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <utility>
+
+#include "attention.hpp"
+
+#ifndef MASKPREP_ISA_NAMESPACE
+#define MASKPREP_ISA_NAMESPACE isa_generic
+#endif
+#ifndef MASKPREP_VECTOR_BYTES
+#define MASKPREP_VECTOR_BYTES 16
+#endif
+#ifndef MASKPREP_MICRO_ROWS
+#define MASKPREP_MICRO_ROWS 4
+#endif
+#ifndef MASKPREP_KB
+#define MASKPREP_KB 32
+#endif
+
+namespace maskprep {
+namespace MASKPREP_ISA_NAMESPACE {
+namespace {
+
+constexpr int VB = MASKPREP_VECTOR_BYTES;
+constexpr int MR = MASKPREP_MICRO_ROWS;  // rows of a register tile
+#ifndef MASKPREP_VECTORS
+#define MASKPREP_VECTORS 2
+#endif
+constexpr int NV = MASKPREP_VECTORS;     // vectors per register-tile row
+constexpr uint8_t PARTIAL_TILE = 2;
+constexpr double LOG2E = 1.4426950408889634074;
+constexpr double LN2 = 0.69314718055994530942;
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  typedef float V __attribute__((vector_size(VB)));
+  typedef int32_t I __attribute__((vector_size(VB)));
+  typedef int32_t Idx;  // interval bounds, lane for lane with V
+  static constexpr int W = VB / 4;
+};
+template <>
+struct Simd<double> {
+  typedef double V __attribute__((vector_size(VB)));
+  typedef int64_t I __attribute__((vector_size(VB)));
+  typedef int64_t Idx;
+  static constexpr int W = VB / 8;
+};
+
+template <class V, class T>
+inline V load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+template <class V, class T>
+inline void store(T* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+template <class V, class T>
+inline V splat(T x) {
+  return x - V{};  // x - (+0) is x exactly, so this folds to a broadcast
+}
+
+template <class V>
+inline V vmax(V a, V b) {
+  return a > b ? a : b;
+}
+
+template <class T>
+inline T neg_inf() {
+  return -std::numeric_limits<T>::infinity();
+}
+
+template <class T>
+inline int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+inline float exp2s(float x) { return ::exp2f(x); }
+inline double exp2s(double x) { return ::exp2(x); }
+inline float log2s(float x) { return ::log2f(x); }
+inline double log2s(double x) { return ::log2(x); }
+
+// (ln 2)^i / i!, i = 0..D: the Taylor coefficients of 2^f in f
+template <int D>
+struct Exp2Taylor {
+  double c[D + 1];
+  constexpr Exp2Taylor() : c() {
+    c[0] = 1.0;
+    for (int i = 1; i <= D; ++i) c[i] = c[i - 1] * LN2 / i;
+  }
+};
+
+// 2^x per lane, to within 1 ulp for x >= the smallest normal exponent, 0 below it (and at -inf): x = n + f with
+// n an integer and |f| <= 1/2, 2^f by its Taylor series in f ln 2 (degree 7 for float, 13 for double: the first
+// neglected term is below half an ulp), 2^n put into the exponent bits.
+template <class T>
+struct Exp2Consts;
+template <>
+struct Exp2Consts<float> {
+  static constexpr int degree = 7, bias = 127, mantissa = 23;
+  static constexpr float lo = -126.0f, hi = 127.0f, magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integer
+};
+template <>
+struct Exp2Consts<double> {
+  static constexpr int degree = 13, bias = 1023, mantissa = 52;
+  static constexpr double lo = -1022.0, hi = 1023.0, magic = 6755399441055744.0;  // 1.5 * 2^52
+};
+
+template <class T>
+inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
+  using C = Exp2Consts<T>;
+  const V lo = splat<V>(C::lo), hi = splat<V>(C::hi), magic = splat<V>(C::magic);
+  V xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  const V r = xc + magic;
+  const V f = xc - (r - magic);
+  constexpr Exp2Taylor<C::degree> taylor{};
+  V p = splat<V>(static_cast<T>(taylor.c[C::degree]));
+#pragma GCC unroll 16
+  for (int i = C::degree - 1; i >= 0; --i) p = p * f + static_cast<T>(taylor.c[i]);
+  // the low bits of r hold n; the difference of the two bit patterns is n itself
+  const I e = ((reinterpret_cast<const I&>(r) - reinterpret_cast<const I&>(magic)) + C::bias) << C::mantissa;
+  const V y = p * reinterpret_cast<const V&>(e);
+  return x < lo ? V{} : y;
+}
+
+// The lanes of v folded in halves (max or sum): log2(W) steps, in registers (halves taken by shuffles: taking the
+// vector's address, as a memcpy of its halves does, kept sums in memory across whole loops).
+template <class T, int BYTES, bool MAX>
+struct Fold {
+  typedef T V __attribute__((vector_size(BYTES)));
+  typedef T H __attribute__((vector_size(BYTES / 2)));
+  static constexpr int N = BYTES / sizeof(T);
+  template <int... I>
+  static T halves(V v, std::integer_sequence<int, I...>) {
+#if defined(__clang__) || __GNUC__ >= 12
+    const H lo = __builtin_shufflevector(v, v, I...), hi = __builtin_shufflevector(v, v, (I + N / 2)...);
+#else
+    H lo, hi;
+    std::memcpy(&lo, &v, sizeof(H));
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(H), sizeof(H));
+#endif
+    return Fold<T, BYTES / 2, MAX>::run(MAX ? (lo > hi ? lo : hi) : lo + hi);
+  }
+  static T run(V v) { return halves(v, std::make_integer_sequence<int, N / 2>{}); }
+};
+template <class T, bool MAX>
+struct Fold<T, sizeof(T), MAX> {
+  typedef T V __attribute__((vector_size(sizeof(T))));
+  static T run(V v) { return v[0]; }
+};
+
+template <class T, class V>
+inline T hmax(V v) {
+  return Fold<T, sizeof(V), true>::run(v);
+}
+
+template <class T, class V>
+inline T hsum(V v) {
+  return Fold<T, sizeof(V), false>::run(v);
+}
+
+// ------------------------------------------------------------------------------------------------------ element path
+
+// Lane i of the sum of two vectors' halves, for one level of a transposing reduction: the lanes come in groups of L
+// (each group one key's partial sums); the result has groups of L / 2, alternately a's and b's.
+constexpr int fold_lane(int i, int L, int W, bool high) {
+  const int half = L / 2, group = i / half, within = i % half;
+  return (group % 2) * W + (group / 2) * L + within + (high ? half : 0);
+}
+
+template <class V, int W, int L, int... I>
+inline V fold_pair(V a, V b, std::integer_sequence<int, I...>) {
+#if defined(__clang__) || __GNUC__ >= 12
+  return __builtin_shufflevector(a, b, fold_lane(I, L, W, false)...) +
+         __builtin_shufflevector(a, b, fold_lane(I, L, W, true)...);
+#else
+  typedef decltype(a < b) M;  // the integer vector of V's shape
+  return __builtin_shuffle(a, b, M{fold_lane(I, L, W, false)...}) + __builtin_shuffle(a, b, M{fold_lane(I, L, W, true)...});
+#endif
+}
+
+constexpr int bit_reverse(int i, int W) {
+  int r = 0;
+  for (int b = 1; b < W; b <<= 1, i >>= 1) r = (r << 1) | (i & 1);
+  return r;
+}
+
+// W vectors of partial sums in, one vector out whose lane t is the sum of vector t's lanes: log2(W) levels of
+// pairwise folds (the folds interleave keys in bit-reversed order, so they are taken in that order).
+template <class T>
+inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V level[W];
+  for (int t = 0; t < W; ++t) level[t] = v[bit_reverse(t, W)];
+  int count = W;
+  if constexpr (W >= 2) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+    count /= 2;
+  }
+  if constexpr (W >= 4) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W / 2>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+    count /= 2;
+  }
+  if constexpr (W >= 8) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W / 4>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+    count /= 2;
+  }
+  if constexpr (W >= 16) {
+    for (int t = 0; t < count / 2; ++t)
+      level[t] = fold_pair<V, W, W / 8>(level[2 * t], level[2 * t + 1], std::make_integer_sequence<int, W>{});
+  }
+  return level[0];
+}
+
+// out[t] = dot(x, row(t)) for t < count, W keys at a time (their partial sums reduced together by transpose_sum);
+// rows and x hold n elements, a multiple of the vector width. out has room for count rounded up to W.
+template <class T, class RowOf>
+inline void dots(const T* x, int64_t n, int64_t count, RowOf&& row, T* out) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  for (int64_t t0 = 0; t0 < count; t0 += W) {
+    const T* rows[W];
+    for (int t = 0; t < W; ++t) rows[t] = row(t0 + t < count ? t0 + t : t0);  // a short group repeats its first
+    V acc[W];
+    for (int t = 0; t < W; ++t) acc[t] = V{};
+    for (int64_t d = 0; d < n; d += W) {
+      const V xd = load<V>(x + d);
+#pragma GCC unroll 16
+      for (int t = 0; t < W; ++t) acc[t] += xd * load<V>(rows[t] + d);
+    }
+    store(out + t0, transpose_sum<T>(acc));
+  }
+}
+
+// y (n elements, held in registers where n is at most 8 vectors) += sum_t weight[t] * row(t); even and odd t in
+// accumulators of their own, so that consecutive rows do not wait on one another's sums
+template <class T, int C, class RowOf>
+inline void weighted_rows_fixed(T* y, const T* weight, int64_t count, RowOf&& row) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V even[C], odd[C];
+  for (int c = 0; c < C; ++c) even[c] = load<V>(y + c * W), odd[c] = V{};
+  int64_t t = 0;
+  for (; t + 1 < count; t += 2) {
+    const T* r0 = row(t);
+    const T* r1 = row(t + 1);
+    const T w0 = weight[t], w1 = weight[t + 1];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      even[c] += w0 * load<V>(r0 + c * W);
+      odd[c] += w1 * load<V>(r1 + c * W);
+    }
+  }
+  if (t < count) {
+    const T* r0 = row(t);
+    const T w0 = weight[t];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) even[c] += w0 * load<V>(r0 + c * W);
+  }
+  for (int c = 0; c < C; ++c) store(y + c * W, even[c] + odd[c]);
+}
+
+template <class T, class RowOf>
+inline void weighted_rows(T* y, int64_t n, const T* weight, int64_t count, RowOf&& row) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  switch (n / W) {
+    case 1: return weighted_rows_fixed<T, 1>(y, weight, count, row);
+    case 2: return weighted_rows_fixed<T, 2>(y, weight, count, row);
+    case 3: return weighted_rows_fixed<T, 3>(y, weight, count, row);
+    case 4: return weighted_rows_fixed<T, 4>(y, weight, count, row);
+    case 6: return weighted_rows_fixed<T, 6>(y, weight, count, row);
+    case 8: return weighted_rows_fixed<T, 8>(y, weight, count, row);
+    default:
+      for (int64_t t = 0; t < count; ++t) {
+        const T* r = row(t);
+        for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
+      }
+  }
+}
+
+// y += alpha * x over n elements, n a multiple of the vector width
+template <class T>
+inline void axpy(T* y, T alpha, const T* x, int64_t n) {
+  using V = typename Simd<T>::V;
+  for (int64_t d = 0; d < n; d += Simd<T>::W) store(y + d, load<V>(y + d) + alpha * load<V>(x + d));
+}
+
+// ------------------------------------------------------------------------------------------------------ products
+
+// One register tile: C[MR][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks] (a_ks = 1:
+// rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned. The sum
+// starts from zero and is added to C at the end, so that a tile's share is rounded at its own size (as the
+// reference's tile products are), not at the size of everything accumulated before it.
+template <class T, bool ACC>
+inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
+                          int64_t ldb, T* __restrict c, int64_t ldc) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[r][j] = V{};
+  for (int64_t k = 0; k < K; ++k) {
+    V bk[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bk[j] = load<V>(b + k * ldb + j * W);
+    const T* ak = a + k * a_ks;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const T ar = ak[r * a_rs];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[r][j] += ar * bk[j];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) store(c + r * ldc + j * W, ACC ? load<V>(c + r * ldc + j * W) + acc[r][j] : acc[r][j]);
+}
+
+// C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
+// K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
+// price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
+// (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
+// masked elements; a register tile that takes none is left as it is (its callers read no such tile of scores).
+constexpr int64_t KB = MASKPREP_KB;
+static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
+constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
+#ifndef MASKPREP_STRIP
+#define MASKPREP_STRIP 64
+#endif
+constexpr int64_t STRIP = MASKPREP_STRIP;  // rows of a tile the forward takes through scores, softmax and P V at once
+static_assert(STRIP % MR == 0, "strips of whole register tiles");
+inline uint64_t all_blocks(int64_t, int64_t) { return ALL_BLOCKS; }
+
+template <class T, bool ACC, class Blocks = uint64_t (*)(int64_t, int64_t)>
+void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks, const T* b, int64_t ldb, T* c,
+          int64_t ldc, Blocks&& blocks = all_blocks) {
+  constexpr int64_t NC = NV * Simd<T>::W;
+  for (int64_t j = 0; j < N; j += NC)
+    for (int64_t i = 0; i < M; i += MR) {
+      const T* ai = a + i * a_rs;
+      T* ci = c + i * ldc + j;
+      const uint64_t take = blocks(i / MR, j / KB);
+      bool started = ACC;
+      for (int64_t k = 0, kb = 0; k < K; k += KB, ++kb) {
+        if (kb < 64 && !((take >> kb) & 1)) continue;
+        const int64_t len = K - k < KB ? K - k : KB;
+        if (started)
+          register_tile<T, true>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
+        else
+          register_tile<T, false>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
+        started = true;
+      }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------ buffers
+
+// Workspace of one call: 64-byte aligned, zeroed only where asked, from attention.cpp's cache of recent buffers (so that
+// repeated calls do not fault their pages in anew); a plain owner, so that no library template is instantiated here.
+template <class T>
+struct Buffer {
+  T* data = nullptr;
+  size_t bytes = 0;
+  explicit Buffer(int64_t count, bool zeroed = false) {
+    bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
+    data = static_cast<T*>(workspace_take(bytes));
+    if (zeroed) std::memset(data, 0, bytes);
+  }
+  ~Buffer() { workspace_give(data, bytes); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// ------------------------------------------------------------------------------------------------------ geometry
+
+// What every unit of one call shares: the problem, its padded geometry, the packed operands.
+template <class T>
+struct Call {
+  using Idx = typename Simd<T>::Idx;
+  const AttentionProblem& p;
+  int64_t tm, tn;  // the plan's tile
+  int64_t tnp;     // tn rounded up to whole register tiles (and MR rows)
+  int64_t Dp;      // D rounded up to whole register tiles
+  int64_t M, N;    // query and key blocks
+  int64_t rep;     // query heads per KV head
+  int64_t BH;
+  T scale2, scale2_lo;  // scale * log2(e) = scale2 + scale2_lo: exponents are scores * scale * log2(e) - shift
+  int64_t tile_words;
+  // packed operands (null where a direction does not use them)
+  T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
+  T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j), where they are packed (key_rows)
+  T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
+  bool score_rows = false;  // forward: tile scores as dot products of K rows (few query rows: no K^T to pack)
+  bool direct;          // the products read the caller's K and V rows themselves: no perm, D whole register tiles
+  bool element_direct;  // the element path reads the caller's rows: D whole vectors
+  int64_t De;           // the element path's row length: D rounded up to whole vectors
+  T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
+  T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
+  T* dop = nullptr;  // (B * H, M * tm, Dp): dO
+  T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
+                      // n_q
+  T* delta = nullptr;  // (B * H, M * tm): rowsum(dO * O)
+  // backward bookkeeping
+  int64_t chunks = 1;          // key-block ranges per (batch, head)
+  int64_t* chunk_begin = nullptr;  // (G, chunks + 1)
+  T* dq_acc = nullptr;         // (B * H, chunks, M * tm, Dp)
+  T* dkh = nullptr;            // GQA: (B * H, N * tnp, Dp) per query head, summed afterwards
+  T* dvh = nullptr;
+  // per-thread scratch: `scratch_stride` elements each
+  T* scratch = nullptr;
+  int64_t scratch_stride = 0;
+
+  explicit Call(const AttentionProblem& prob) : p(prob) {
+    constexpr int64_t NC = NV * Simd<T>::W;
+    tm = p.tile_m;
+    tn = p.tile_n;
+    tnp = round_up<T>(round_up<T>(tn, NC), MR);
+    Dp = round_up<T>(p.D, NC);
+    M = (p.n_q + tm - 1) / tm;
+    N = (p.n_k + tn - 1) / tn;
+    rep = p.H / p.Hk;
+    BH = p.B * p.H;
+    scale2 = static_cast<T>(p.scale * LOG2E);
+    scale2_lo = static_cast<T>(p.scale * LOG2E - double(scale2));
+    direct = !p.plan.perm && p.D == Dp;
+    De = round_up<T>(p.D, Simd<T>::W);
+    element_direct = p.D == De;
+    tile_words = tm * tn / 32;
+  }
+
+  int64_t group(int64_t b, int64_t h) const {
+    return (p.mask_B > 1 ? b : 0) * p.mask_H + (p.mask_H > 1 ? h : 0);
+  }
+  int64_t token(int64_t pos) const { return p.plan.perm ? p.plan.perm[pos] : pos; }
+  const T* row_of(const void* base, const int64_t* stride, int64_t b, int64_t h, int64_t row) const {
+    return static_cast<const T*>(base) + b * stride[0] + h * stride[1] + row * stride[2];
+  }
+  T* kt_block(int64_t bk, int64_t n) const { return kt + (bk * N + n) * Dp * tnp; }
+  T* vt_block(int64_t bk, int64_t n) const { return vt + (bk * N + n) * Dp * tnp; }
+  T* vp_rows(int64_t bk, int64_t n) const { return vp + (bk * N + n) * tn * Dp; }
+  T* kp_rows(int64_t bk, int64_t n) const { return kp + (bk * N + n) * tn * Dp; }
+  // key block n's K (V) rows as a product's B operand, and their stride
+  const T* key_rows(int64_t bk, int64_t n) const {
+    return direct ? row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, n * tn) : kp_rows(bk, n);
+  }
+  const T* value_rows(int64_t bk, int64_t n) const {
+    return direct ? row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, n * tn) : vp_rows(bk, n);
+  }
+  int64_t key_ld() const { return direct ? p.k_stride[2] : Dp; }
+  int64_t value_ld() const { return direct ? p.v_stride[2] : Dp; }
+  // the K (V) rows of (batch, KV head) bk on the element path (De elements each), by key position
+  struct Rows {
+    const T* base;
+    int64_t ld;
+    const int64_t* perm;  // caller's rows are in the caller's order; packed ones in the plan's
+    const T* operator()(int64_t j) const { return base + (perm ? perm[j] : j) * ld; }
+  };
+  Rows key_table(int64_t bk) const {
+    if (element_direct) return {row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, 0), p.k_stride[2], p.plan.perm};
+    return {kp + bk * N * tn * Dp, Dp, nullptr};
+  }
+  Rows value_table(int64_t bk) const {
+    if (element_direct) return {row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, 0), p.v_stride[2], p.plan.perm};
+    return {vp + bk * N * tn * Dp, Dp, nullptr};
+  }
+  // whether packed rows are needed: by products (tiles) that cannot read the caller's, or by the element path
+  bool packs_rows(bool tiles, bool elements) const { return (tiles && !direct) || (elements && !element_direct); }
+  bool fwd_elements(int64_t g, int64_t m) const { return p.fwd_sparse && p.fwd_sparse[g * M + m]; }
+  bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
+};
+
+// Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tn x Dp), zero past the
+// key extent and past D (every element written: the buffers are not zeroed beforehand).
+template <class T>
+void pack_transposed(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tnp) {
+  for (int64_t d = 0; d < Dp; ++d) {
+    T* out = dst + d * tnp;
+    if (d < D)
+      for (int64_t j = 0; j < cols; ++j) out[j] = rows[j][d];
+    else
+      for (int64_t j = 0; j < cols; ++j) out[j] = 0;
+    for (int64_t j = cols; j < tnp; ++j) out[j] = 0;
+  }
+}
+
+template <class T>
+void pack_rows(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tn) {
+  for (int64_t j = 0; j < tn; ++j) {
+    T* out = dst + j * Dp;
+    if (j < cols) std::memcpy(out, rows[j], D * sizeof(T));
+    std::memset(out + (j < cols ? D : 0), 0, (Dp - (j < cols ? D : 0)) * sizeof(T));
+  }
+}
+
+template <class T>
+void pack_keys(Call<T>& c, int64_t unit, const T** krows, const T** vrows) {
+  const AttentionProblem& p = c.p;
+  const int64_t bk = unit / c.N, n = unit % c.N, b = bk / p.Hk, kv = bk % p.Hk;
+  const int64_t cols = imin(c.tn, p.n_k - n * c.tn);
+  for (int64_t j = 0; j < cols; ++j) {
+    const int64_t tok = c.token(n * c.tn + j);
+    krows[j] = c.row_of(p.k, p.k_stride, b, kv, tok);
+    vrows[j] = c.row_of(p.v, p.v_stride, b, kv, tok);
+  }
+  if (c.kt) pack_transposed(c.kt_block(bk, n), krows, cols, p.D, c.Dp, c.tnp);
+  if (c.vt) pack_transposed(c.vt_block(bk, n), vrows, cols, p.D, c.Dp, c.tnp);
+  if (c.kp) pack_rows(c.kp_rows(bk, n), krows, cols, p.D, c.Dp, c.tn);
+  if (c.vp) pack_rows(c.vp_rows(bk, n), vrows, cols, p.D, c.Dp, c.tn);
+}
+
+template <class T>
+void pack_all_keys(Call<T>& c, int threads) {
+  parallel_for(c.p.B * c.p.Hk * c.N, threads,
+               [](void* ctx, int64_t u, int) {
+                 const T* krows[256];
+                 const T* vrows[256];
+                 pack_keys(*static_cast<Call<T>*>(ctx), u, krows, vrows);
+               },
+               &c);
+}
+
+// ------------------------------------------------------------------------------------------------------ masking
+
+// Applies the plan's mask to a PARTIAL tile's scores: -inf where an element is masked, on the key groups vis names
+// for each row's register tile (tile_visibility; the others are never read). rows: valid query rows of the tile, r0
+// its first plan row; cols: its valid key columns (those past `cols` are set to -inf by the caller).
+template <class T>
+void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* words, int64_t tn, const uint64_t* vis) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
+  constexpr int W = Simd<T>::W;
+  I lane;
+  for (int i = 0; i < W; ++i) lane[i] = i;
+  const V ninf = splat<V>(neg_inf<T>());
+  const uint32_t low = W == 32 ? ~0u : (1u << W) - 1u;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t off = r * tn;  // tn and W divide 32 or each other: W bits never straddle a word
+    for (int64_t j = 0; j < cols; j += W) {
+      if (!((vis[r / MR] >> (j / KB)) & 1)) {
+        j = (j / KB + 1) * KB - W;  // on to the next key group
+        continue;
+      }
+      const int64_t bit = off + j;
+      const uint32_t chunk = (words[bit >> 5] >> (bit & 31)) & low;
+      const I seen = (splat<I>(static_cast<typename Simd<T>::Idx>(chunk)) >> lane) & 1;
+      const V x = load<V>(s + r * ld + j);
+      store(s + r * ld + j, seen == 0 ? ninf : x);
+    }
+  }
+}
+
+template <class T>
+void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, const int32_t* iv,
+                    typename Simd<T>::Idx* planar, int64_t tnp, const uint64_t* vis) {
+  using Idx = typename Simd<T>::Idx;
+  Idx* lts = planar;
+  Idx* lte = planar + tnp;
+  Idx* uts = planar + 2 * tnp;
+  Idx* ute = planar + 3 * tnp;
+  for (int64_t j = 0; j < cols; ++j) {
+    lts[j] = iv[4 * j];
+    lte[j] = iv[4 * j + 1];
+    uts[j] = iv[4 * j + 2];
+    ute[j] = iv[4 * j + 3];
+  }
+  const T ninf = neg_inf<T>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const Idx i = static_cast<Idx>(r0 + r);
+    T* row = s + r * ld;
+    for (int64_t j0 = 0; j0 < cols; j0 += KB) {
+      if (!((vis[r / MR] >> (j0 / KB)) & 1)) continue;
+      for (int64_t j = j0; j < imin(cols, j0 + KB); ++j) {
+        const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
+        row[j] = masked ? ninf : row[j];
+      }
+    }
+  }
+}
+
+// Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KB) for row r and key j (bits:
+// exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KB] bit
+// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward. Products skip
+// the rest (whose probabilities and score gradients are 0). rows: valid rows of the tile; cols: valid keys.
+template <class T>
+void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t payload, int64_t rows, int64_t cols,
+                     uint64_t* vis, uint64_t* vis_t) {
+  const AttentionProblem& p = c.p;
+  const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + KB - 1) / KB;
+  for (int64_t rg = 0; rg < c.tm / MR; ++rg) vis[rg] = 0;
+  if (p.plan.intervals) {
+    const int32_t* iv = p.plan.intervals + (g * p.n_k + n * c.tn) * 4;
+    const int64_t r0 = m * c.tm, r1 = r0 + rows;
+    for (int64_t kg = 0; kg < key_groups; ++kg) {
+      int64_t lo = r1, hi = r0;  // rows [lo, hi) bound every visible row of the group's keys
+      for (int64_t j = kg * KB; j < imin(cols, (kg + 1) * KB); ++j) {
+        const int64_t a0 = iv[4 * j], a1 = iv[4 * j + 1], b0 = iv[4 * j + 2], b1 = iv[4 * j + 3];
+        auto masked = [&](int64_t i) { return (a0 <= i && i < a1) || (b0 <= i && i < b1); };
+        // the first visible row is r0 or just past a masked range, the last r1 - 1 or just before one
+        int64_t first = r1, last = r0 - 1;
+        for (int64_t i : {r0, a1, b1})
+          if (i >= r0 && i < r1 && !masked(i) && i < first) first = i;
+        for (int64_t i : {r1 - 1, a0 - 1, b0 - 1})
+          if (i >= r0 && i < r1 && !masked(i) && i > last) last = i;
+        if (first <= last) lo = imin(lo, first), hi = imax(hi, last + 1);
+      }
+      for (int64_t rg = (lo - r0) / MR; lo < hi && rg <= (hi - 1 - r0) / MR; ++rg) vis[rg] |= uint64_t(1) << kg;
+    }
+  } else {
+    const uint32_t* words = p.plan.bit_pool + payload * c.tile_words;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t kg = 0; kg < key_groups; ++kg) {
+        // the group's bits of row r: KB = 32 keys from a 16-bit boundary, never past the row's last key
+        const int64_t bit = r * c.tn + kg * KB, len = imin(KB, cols - kg * KB);
+        uint64_t chunk = words[bit >> 5] >> (bit & 31);
+        if ((bit & 31) + len > 32) chunk |= uint64_t(words[(bit >> 5) + 1]) << (32 - (bit & 31));
+        if (len < 64) chunk &= (uint64_t(1) << len) - 1;
+        if (chunk) vis[r / MR] |= uint64_t(1) << kg;
+      }
+  }
+  for (int64_t kg = 0; kg < (c.tnp + KB - 1) / KB; ++kg) {
+    vis_t[kg] = 0;
+    for (int64_t rg = 0; rg < groups; ++rg)
+      if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
+  }
+}
+
+// Masks entry (g, m, n) of the plan: its payload if PARTIAL, and the columns past `cols` always.
+// row0: the first of the `rows` rows of the tile that s holds (a multiple of MR), so a strip of a tile is masked alike.
+template <class T>
+void mask_tile(const Call<T>& c, T* s, int64_t row0, int64_t rows, int64_t g, int64_t m, int64_t n, uint8_t kind,
+               int32_t payload, int64_t cols, typename Simd<T>::Idx* planar, const uint64_t* vis) {
+  const AttentionProblem& p = c.p;
+  if (kind == PARTIAL_TILE) {
+    if (p.plan.intervals)
+      mask_intervals<T>(s, c.tnp, rows, m * c.tm + row0, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar,
+                        c.tnp, vis + row0 / MR);
+    else  // row0 * tn is a multiple of 128 bits: MR rows of a multiple of 16 keys
+      mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words + row0 * c.tn / 32, c.tn,
+                   vis + row0 / MR);
+  }
+  if (cols < c.tnp) {
+    const T ninf = neg_inf<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = cols; j < c.tnp; ++j) s[r * c.tnp + j] = ninf;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------ forward
+
+// Thread scratch of the forward: the query tile, scores, output accumulator, row maxima and sums, interval bounds.
+template <class T>
+struct ForwardScratch {
+  T *q, *s, *o, *mx, *l;
+  typename Simd<T>::Idx* planar;
+  static int64_t scores(const Call<T>& c) {  // a tile's, or one row's over every key on the element path
+    return round_up<T>(imax(c.tm * c.tnp, c.p.fwd_sparse ? c.p.n_k + Simd<T>::W : 0), Simd<T>::W);
+  }
+  static int64_t size(const Call<T>& c) {
+    return 2 * c.tm * c.Dp + scores(c) + 2 * c.tm + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+  }
+  ForwardScratch(const Call<T>& c, int thread) {
+    q = c.scratch + thread * c.scratch_stride;
+    s = q + c.tm * c.Dp;
+    o = s + scores(c);
+    mx = o + c.tm * c.Dp;
+    l = mx + c.tm;
+    planar = reinterpret_cast<typename Simd<T>::Idx*>(l + c.tm);
+  }
+};
+
+// Online softmax over one tile of scores (rows x ncols, masked elements -inf): row maxima and sums updated (in base 2:
+// exponents are scores * scale2), the output rows rescaled, the scores replaced by their probabilities (0 where
+// masked). Only the key groups vis names for a row's register tile (all where vis is null): the products read no
+// others.
+// Not inlined: inside the unit function its row sum competed for registers with everything else live there and was
+// kept on the stack, a store and a load on every step of the sum.
+template <class T>
+__attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l, const uint64_t* vis) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const T ninf = neg_inf<T>();
+  const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = s + r * c.tnp;
+    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+    if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
+    V top = splat<V>(ninf);
+    for (int64_t j0 = 0; j0 < ncols; j0 += KB) {
+      if (!((seen >> (j0 / KB)) & 1)) continue;
+      for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) top = vmax(top, load<V>(row + j));
+    }
+    const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
+    const T new_max = row_max > mx[r] ? row_max : mx[r];
+    // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
+    const T shift = new_max == ninf ? T(0) : new_max;
+    const V vshift = splat<V>(shift);
+    V sum{};
+    for (int64_t j0 = 0; j0 < ncols; j0 += KB) {
+      if (!((seen >> (j0 / KB)) & 1)) continue;
+      for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) {
+        const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
+        const V e = exp2v<T>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
+        store(row + j, e);
+        sum += e;
+      }
+    }
+    const T alpha = mx[r] == shift ? T(1) : exp2s(mx[r] - shift);
+    l[r] = alpha * l[r] + hsum<T>(sum);
+    if (alpha != T(1)) {
+      const V va = splat<V>(alpha);
+      for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
+    }
+    mx[r] = new_max;
+  }
+}
+
+// The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
+// row, a sum of V rows), for rows whose tiles are mostly masked. q rows are in w.q already; writes w.o, w.mx, w.l as
+// the tile path leaves them.
+template <class T>
+void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bk, int64_t r0, int64_t rows,
+                      int64_t key_end) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const AttentionProblem& p = c.p;
+  const T ninf = neg_inf<T>();
+  const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const typename Call<T>::Rows key_rows = c.key_table(bk), value_rows = c.value_table(bk);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
+    const int32_t* keys = p.ecols + ptr[0];
+    int64_t count = ptr[1] - ptr[0];
+    while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
+    const T* q = w.q + r * c.Dp;
+    T* sc = w.s;
+    dots(q, c.De, count, [&](int64_t t) { return key_rows(keys[t]); }, sc);
+    const int64_t padded = round_up<T>(count, W);
+    for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
+    V top = splat<V>(ninf);
+    for (int64_t t = 0; t < padded; t += W) top = vmax(top, load<V>(sc + t));
+    const T row_max = hmax<T>(top) * c.scale2;
+    const T shift = row_max == ninf ? T(0) : row_max;
+    const V vshift = splat<V>(shift);
+    V sum{};
+    for (int64_t t = 0; t < padded; t += W) {
+      const V x = vmax(load<V>(sc + t), lowest);
+      const V e = exp2v<T>(x * lo + (x * hi - vshift));
+      store(sc + t, e);
+      sum += e;
+    }
+    weighted_rows(w.o + r * c.Dp, c.De, sc, count, [&](int64_t t) { return value_rows(keys[t]); });
+    w.mx[r] = row_max;
+    w.l[r] = hsum<T>(sum);
+  }
+}
+
+template <class T>
+void forward_unit(Call<T>& c, int64_t unit, int thread) {
+  const AttentionProblem& p = c.p;
+  // head by head (the threads share one head's K and V in cache), each head's query blocks heaviest first
+  const int64_t bh = unit / c.M, rank = unit % c.M, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
+  const int64_t g = c.group(b, h);
+  const int64_t m = p.plan.m_order ? p.plan.m_order[g * c.M + rank] : rank;
+  const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
+  ForwardScratch<T> w(c, thread);
+  const T ninf = neg_inf<T>();
+  for (int64_t r = 0; r < rows_p; ++r) {
+    T* qrow = w.q + r * c.Dp;
+    if (r < rows) {
+      const T* src = c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r));
+      for (int64_t d = 0; d < p.D; ++d) qrow[d] = src[d];
+    } else {
+      for (int64_t d = 0; d < p.D; ++d) qrow[d] = 0;
+    }
+    for (int64_t d = p.D; d < c.Dp; ++d) qrow[d] = 0;
+    for (int64_t d = 0; d < c.Dp; ++d) w.o[r * c.Dp + d] = 0;
+    w.mx[r] = ninf;
+    w.l[r] = 0;
+  }
+  int64_t key_end = p.n_k;
+  if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
+  const int64_t bk = b * p.Hk + kv;
+  const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
+  uint64_t vis[256 / MR], vis_t[256 / KB];
+  if (c.fwd_elements(g, m)) forward_elements<T>(c, w, g, bk, r0, rows, key_end);
+  for (int64_t e = c.fwd_elements(g, m) ? row_ptr[m + 1] : row_ptr[m]; e < row_ptr[m + 1]; ++e) {
+    const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
+    if (c0 >= key_end) break;  // key blocks ascend
+    const int64_t cols = imin(c.tn, key_end - c0);
+    // a PARTIAL tile's register tiles that see nothing are skipped by every product
+    const bool partial = p.plan.kind[e] == PARTIAL_TILE;
+    const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
+    if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
+    auto score_blocks = [&](int64_t i, int64_t kg) { return (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0); };
+    auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
+    const int64_t ncols = round_up<T>(cols, Simd<T>::W);
+    // the tile in strips of STRIP rows: scores, mask, softmax and P V of a strip while its scores are in L1
+    for (int64_t r0s = 0; r0s < rows_p; r0s += STRIP) {
+      const int64_t rs = imin(STRIP, rows_p - r0s), g0 = r0s / MR;
+      T* s = w.s + r0s * c.tnp;
+      T* o = w.o + r0s * c.Dp;
+      const T* q = w.q + r0s * c.Dp;
+      auto strip_scores = [&](int64_t i, int64_t kg) { return score_blocks(i + g0, kg); };
+      auto strip_keys = [&](int64_t i, int64_t kg) { return key_blocks(i + g0, kg); };
+      if (c.score_rows) {
+        const typename Call<T>::Rows key_rows = c.key_table(bk);
+        for (int64_t r = 0; r < rs; ++r) {
+          if (r0s + r < rows)
+            dots(q + r * c.Dp, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, s + r * c.tnp);
+          else
+            for (int64_t j = 0; j < c.tnp; ++j) s[r * c.tnp + j] = 0;
+        }
+      } else if (partial) {
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp, strip_scores);
+      } else {
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp);
+      }
+      mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, vis);
+      online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
+      if (partial)
+        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
+      else
+        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
+    }
+  }
+  T* out = static_cast<T*>(p.out_w);
+  T* lse = static_cast<T*>(p.lse_w);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t tok = c.token(r0 + r);
+    T* dst = out + ((b * p.H + h) * p.n_q + tok) * p.D;
+    // a row with a visible key has l >= 1 (its maximum contributes 2^0)
+    if (w.l[r] > 0) {
+      for (int64_t d = 0; d < p.D; ++d) dst[d] = w.o[r * c.Dp + d] / w.l[r];
+      // in double, so that the result is rounded once
+      lse[(b * p.H + h) * p.n_q + tok] = static_cast<T>((double(w.mx[r]) + log2s(double(w.l[r]))) * LN2);
+    } else {
+      for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
+      lse[(b * p.H + h) * p.n_q + tok] = ninf;
+    }
+  }
+}
+
+// Threads worth starting: one where the call's products (the plan's entries for every (batch, head)) are too small to
+// repay starting more (tens of microseconds each), e.g. decoding a few tokens.
+template <class T>
+int useful_threads(const Call<T>& c, int threads) {
+  const AttentionProblem& p = c.p;
+  const int64_t groups = p.mask_B * p.mask_H;
+  const double entries = double(p.plan.row_ptr[groups * (c.M + 1) - 1] - p.plan.row_ptr[0]) * double(c.BH) / double(groups);
+  return entries * double(c.tm * c.tn) * double(p.D) < 2e6 ? 1 : threads;
+}
+
+template <class T>
+void run_forward(const AttentionProblem& p, int threads) {
+  Call<T> c(p);
+  threads = useful_threads(c, threads);
+  // which paths run: tiles (K^T packed; V rows read as they are where they can be) and elements
+  bool tiles = !p.fwd_sparse, elements = false;
+  for (int64_t i = 0; p.fwd_sparse && i < p.mask_B * p.mask_H * c.M; ++i) (p.fwd_sparse[i] ? elements : tiles) = true;
+  // K^T pays for its packing (a transposed copy of K) where enough query rows read each KV head's keys; for fewer
+  // (decoding) the tiles' scores are dot products of the K rows themselves
+  c.score_rows = p.n_q * c.rep <= 16;
+  const bool packs_kt = tiles && !c.score_rows;
+  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
+  const bool values = c.packs_rows(tiles, elements), keys = c.packs_rows(false, elements || (tiles && c.score_rows));
+  Buffer<T> kt(packs_kt ? kv_tiles : 0), vp(values ? kv_rows : 0), kp(keys ? kv_rows : 0);
+  c.kt = packs_kt ? kt.data : nullptr;
+  c.vp = values ? vp.data : nullptr;
+  c.kp = keys ? kp.data : nullptr;
+  pack_all_keys(c, threads);
+  const int64_t units = c.M * c.BH;
+  threads = static_cast<int>(imax(1, imin(threads, units)));
+  c.scratch_stride = round_up<T>(ForwardScratch<T>::size(c), 64);
+  Buffer<T> scratch(threads * c.scratch_stride);
+  c.scratch = scratch.data;
+  parallel_for(units, threads,
+               [](void* ctx, int64_t u, int t) { forward_unit(*static_cast<Call<T>*>(ctx), u, t); }, &c);
+}
+
+// ------------------------------------------------------------------------------------------------------ backward
+
+template <class T>
+struct BackwardScratch {
+  T *s, *dp, *dk, *dv;
+  T *lse_hi, *lse_lo, *delta;  // the element path's: per query of one key's list (s and dp hold its scores)
+  typename Simd<T>::Idx* planar;
+  static int64_t scores(const Call<T>& c) {  // a tile's, or one key's list over every query on the element path
+    return round_up<T>(imax(c.tm * c.tnp, c.p.bwd_sparse ? c.p.n_q + Simd<T>::W : 0), Simd<T>::W);
+  }
+  static int64_t size(const Call<T>& c) {
+    return 5 * scores(c) + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+  }
+  BackwardScratch(const Call<T>& c, int thread) {
+    s = c.scratch + thread * c.scratch_stride;
+    dp = s + scores(c);
+    lse_hi = dp + scores(c);
+    lse_lo = lse_hi + scores(c);
+    delta = lse_lo + scores(c);
+    dk = delta + scores(c);
+    dv = dk + c.tnp * c.Dp;
+    planar = reinterpret_cast<typename Simd<T>::Idx*>(dv + c.tnp * c.Dp);
+  }
+};
+
+// Query block m of (batch, head) bh, packed: Q, dO, lse in base 2, delta = rowsum(dO * O) (each rounded once).
+template <class T>
+void pack_queries(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bh = unit / c.M, m = unit % c.M, b = bh / p.H, h = bh % p.H;
+  const T inf = std::numeric_limits<T>::infinity();
+  const T* lse = static_cast<const T*>(p.lse) + bh * p.n_q;
+  for (int64_t r = m * c.tm; r < (m + 1) * c.tm; ++r) {
+    const int64_t at = bh * c.M * c.tm + r;
+    if (r >= p.n_q) {  // rows past n_q: zero, and P = 0
+      std::memset(c.qp + at * c.Dp, 0, c.Dp * sizeof(T));
+      std::memset(c.dop + at * c.Dp, 0, c.Dp * sizeof(T));
+      c.lse2[2 * at] = inf;
+      c.lse2[2 * at + 1] = 0;
+      c.delta[at] = 0;
+      continue;
+    }
+    const int64_t tok = c.token(r);
+    const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
+    const T* dout = c.row_of(p.dout, p.do_stride, b, h, tok);
+    const T* o = c.row_of(p.out, p.o_stride, b, h, tok);
+    std::memcpy(c.qp + at * c.Dp, q, p.D * sizeof(T));
+    std::memcpy(c.dop + at * c.Dp, dout, p.D * sizeof(T));
+    std::memset(c.qp + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
+    std::memset(c.dop + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
+    double delta = 0;
+    for (int64_t d = 0; d < p.D; ++d) delta += double(dout[d]) * double(o[d]);
+    c.delta[at] = static_cast<T>(delta);
+    // +inf on rows that see no key makes P = exp2(scores - inf) = 0 there, whatever the scores are
+    const double lse2 = lse[tok] == -inf ? double(inf) : double(lse[tok]) * LOG2E;
+    c.lse2[2 * at] = static_cast<T>(lse2);
+    c.lse2[2 * at + 1] = lse[tok] == -inf ? T(0) : static_cast<T>(lse2 - double(c.lse2[2 * at]));
+  }
+}
+
+// The element path of a sparse key block n: each key's queries one by one (the dot products, then P and dS for the
+// whole list at once, then the sums), into w.dk and w.dv (zeroed) and the unit's dq rows.
+template <class T>
+void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64_t bk, int64_t n, const T* qp,
+                       const T* dop, const T* lse2, const T* delta, T* dq) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const AttentionProblem& p = c.p;
+  const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0);
+  for (int64_t j = 0; j < cols; ++j) {
+    const int64_t* ptr = p.ecol_ptr + g * (p.n_k + 1) + c0 + j;
+    const int32_t* queries = p.erows + ptr[0];
+    const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
+    const T* k = c.key_table(bk)(c0 + j);
+    const T* v = c.value_table(bk)(c0 + j);
+    dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
+    dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t i = queries[t];
+      w.lse_hi[t] = lse2[2 * i];
+      w.lse_lo[t] = lse2[2 * i + 1];
+      w.delta[t] = delta[i];
+    }
+    for (int64_t t = count; t < padded; ++t) w.s[t] = w.dp[t] = w.lse_hi[t] = w.lse_lo[t] = w.delta[t] = 0;
+    for (int64_t t = 0; t < padded; t += W) {
+      const V x = vmax(load<V>(w.s + t), lowest);
+      const V prob = exp2v<T>((x * hi - load<V>(w.lse_hi + t)) + (x * lo - load<V>(w.lse_lo + t)));
+      store(w.s + t, prob);
+      store(w.dp + t, prob * (load<V>(w.dp + t) - load<V>(w.delta + t)));  // dS
+    }
+    weighted_rows(w.dv + j * c.Dp, c.De, w.s, count, [&](int64_t t) { return dop + queries[t] * c.Dp; });
+    weighted_rows(w.dk + j * c.Dp, c.De, w.dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; });
+    for (int64_t t = 0; t < count; ++t) axpy(dq + queries[t] * c.Dp, w.dp[t], k, c.De);
+  }
+}
+
+// Key blocks [chunk_begin[g, i], chunk_begin[g, i + 1]) of (batch, head) bh: dK, dV of those blocks (for this head),
+// and this range's share of dQ.
+template <class T>
+void backward_unit(Call<T>& c, int64_t unit, int thread) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const AttentionProblem& p = c.p;
+  const int64_t bh = unit / c.chunks, chunk = unit % c.chunks, b = bh / p.H, h = bh % p.H, kv = h / c.rep;
+  const int64_t g = c.group(b, h), bk = b * p.Hk + kv;
+  const int64_t Mq = c.M * c.tm;
+  BackwardScratch<T> w(c, thread);
+  T* dq = c.dq_acc + (bh * c.chunks + chunk) * Mq * c.Dp;
+  const T* qp = c.qp + bh * Mq * c.Dp;
+  const T* dop = c.dop + bh * Mq * c.Dp;
+  const T* lse2 = c.lse2 + 2 * bh * Mq;
+  const T* delta = c.delta + bh * Mq;
+  const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
+  const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
+  uint64_t vis[256 / MR], vis_t[256 / KB];
+  for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
+    const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
+    std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
+    std::memset(w.dv, 0, c.tnp * c.Dp * sizeof(T));
+    if (c.bwd_elements(g, n)) backward_elements<T>(c, w, g, bk, n, qp, dop, lse2, delta, dq);
+    for (int64_t e = c.bwd_elements(g, n) ? col_ptr[n + 1] : col_ptr[n]; e < col_ptr[n + 1]; ++e) {
+      const int64_t m = p.plan.row_idx[e], r0 = m * c.tm;
+      const int64_t rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
+      const T* q = qp + r0 * c.Dp;
+      const T* dout = dop + r0 * c.Dp;
+      // as in forward_unit: a PARTIAL tile's register tiles that see nothing are skipped by every product
+      const bool partial = p.plan.bwd_kind[e] == PARTIAL_TILE;
+      const int32_t payload = p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1;
+      if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
+      auto score_blocks = [&](int64_t i, int64_t kg) {
+        return !partial || (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0);
+      };
+      auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
+      auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KB] : ALL_BLOCKS; };
+      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
+      mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, vis);
+      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp, score_blocks);
+      const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
+      const V lowest = splat<V>(std::numeric_limits<T>::lowest());
+      for (int64_t r = 0; r < rows_p; ++r) {
+        const V l2 = splat<V>(lse2[2 * (r0 + r)]), l2_lo = splat<V>(lse2[2 * (r0 + r) + 1]);
+        const V dl = splat<V>(delta[r0 + r]);
+        T* srow = w.s + r * c.tnp;
+        T* drow = w.dp + r * c.tnp;
+        const uint64_t seen = partial ? vis[r / MR] : ALL_BLOCKS;
+        for (int64_t j = 0; j < c.tnp; j += W) {
+          if (!((seen >> (j / KB)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
+            store(srow + j, V{});
+            store(drow + j, V{});
+            continue;
+          }
+          const V x = vmax(load<V>(srow + j), lowest);  // as in online_softmax
+          const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
+          store(srow + j, prob);
+          store(drow + j, prob * (load<V>(drow + j) - dl));  // dS
+        }
+      }
+      // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
+      gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp, query_blocks);
+      gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp, query_blocks);
+      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
+                    key_blocks);
+    }
+    const T scale = static_cast<T>(p.scale);
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t tok = c.token(c0 + j);
+      if (c.rep == 1) {
+        T* dk = static_cast<T*>(p.dk) + (bk * p.n_k + tok) * p.D;
+        T* dv = static_cast<T*>(p.dv) + (bk * p.n_k + tok) * p.D;
+        for (int64_t d = 0; d < p.D; ++d) {
+          dk[d] = w.dk[j * c.Dp + d] * scale;
+          dv[d] = w.dv[j * c.Dp + d];
+        }
+      } else {  // this query head's share, summed over the KV head's query heads afterwards
+        T* dk = c.dkh + (bh * c.N * c.tnp + c0 + j) * c.Dp;
+        T* dv = c.dvh + (bh * c.N * c.tnp + c0 + j) * c.Dp;
+        for (int64_t d = 0; d < p.D; ++d) {
+          dk[d] = w.dk[j * c.Dp + d] * scale;
+          dv[d] = w.dv[j * c.Dp + d];
+        }
+      }
+    }
+  }
+}
+
+// dQ rows of query block m of (batch, head) bh: the ranges' shares summed in order, times scale, in caller order.
+template <class T>
+void finish_dq(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bh = unit / c.M, m = unit % c.M;
+  const int64_t Mq = c.M * c.tm;
+  const T scale = static_cast<T>(p.scale);
+  for (int64_t r = m * c.tm; r < imin(p.n_q, (m + 1) * c.tm); ++r) {
+    T* dst = static_cast<T*>(p.dq) + (bh * p.n_q + c.token(r)) * p.D;
+    const T* src = c.dq_acc + (bh * c.chunks * Mq + r) * c.Dp;
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = src[d];
+    for (int64_t i = 1; i < c.chunks; ++i)
+      for (int64_t d = 0; d < p.D; ++d) dst[d] += src[i * Mq * c.Dp + d];
+    for (int64_t d = 0; d < p.D; ++d) dst[d] *= scale;
+  }
+}
+
+// GQA: dK and dV rows of key block n of (batch, KV head) bk, the query heads' shares summed in head order.
+template <class T>
+void finish_dkdv(Call<T>& c, int64_t unit) {
+  const AttentionProblem& p = c.p;
+  const int64_t bk = unit / c.N, n = unit % c.N, b = bk / p.Hk, kv = bk % p.Hk;
+  for (int64_t j = n * c.tn; j < imin(p.n_k, (n + 1) * c.tn); ++j) {
+    const int64_t tok = c.token(j);
+    T* dk = static_cast<T*>(p.dk) + (bk * p.n_k + tok) * p.D;
+    T* dv = static_cast<T*>(p.dv) + (bk * p.n_k + tok) * p.D;
+    for (int64_t d = 0; d < p.D; ++d) dk[d] = dv[d] = 0;
+    for (int64_t i = 0; i < c.rep; ++i) {
+      const int64_t bh = b * p.H + kv * c.rep + i;
+      const T* sk = c.dkh + (bh * c.N * c.tnp + j) * c.Dp;
+      const T* sv = c.dvh + (bh * c.N * c.tnp + j) * c.Dp;
+      for (int64_t d = 0; d < p.D; ++d) {
+        dk[d] += sk[d];
+        dv[d] += sv[d];
+      }
+    }
+  }
+}
+
+template <class T>
+void run_backward(const AttentionProblem& p, int threads) {
+  Call<T> c(p);
+  threads = useful_threads(c, threads);
+  const int64_t groups = p.mask_B * p.mask_H, Mq = c.M * c.tm;
+  // Enough work units for every thread: whole (batch, head)s when they divide among the threads or are many, else
+  // each (batch, head)'s key blocks in ranges of about equal entries, each with a dQ buffer of its own.
+  if (threads > 1 && c.BH % threads != 0 && c.BH < 4 * threads)
+    c.chunks = imax(1, imin(c.N, (4 * threads + c.BH - 1) / c.BH));
+  Buffer<int64_t> bounds(groups * (c.chunks + 1));
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
+    const int64_t total = col_ptr[c.N] - col_ptr[0];
+    int64_t* b = bounds.data + g * (c.chunks + 1);
+    int64_t n = 0;
+    for (int64_t i = 0; i < c.chunks; ++i) {
+      b[i] = n;
+      while (n < c.N && (col_ptr[n] - col_ptr[0]) * c.chunks < total * (i + 1)) ++n;
+    }
+    b[c.chunks] = c.N;
+  }
+  c.chunk_begin = bounds.data;
+  const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
+  bool tiles = !p.bwd_sparse, elements = false;  // which paths run, as in run_forward
+  for (int64_t i = 0; p.bwd_sparse && i < groups * c.N; ++i) (p.bwd_sparse[i] ? elements : tiles) = true;
+  const bool keys = c.packs_rows(tiles, elements), values = c.packs_rows(false, elements);
+  Buffer<T> kt(tiles ? kv_tiles : 0), vt(tiles ? kv_tiles : 0), kp(keys ? kv_rows : 0), vp(values ? kv_rows : 0);
+  Buffer<T> qp(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(2 * c.BH * Mq), delta(c.BH * Mq);
+  Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp, true);
+  const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
+  Buffer<T> dkh(head_keys), dvh(head_keys);
+  c.kt = tiles ? kt.data : nullptr, c.vt = tiles ? vt.data : nullptr;
+  c.kp = keys ? kp.data : nullptr, c.vp = values ? vp.data : nullptr;
+  c.qp = qp.data, c.dop = dop.data, c.lse2 = lse2.data;
+  c.delta = delta.data, c.dq_acc = dq_acc.data, c.dkh = dkh.data, c.dvh = dvh.data;
+  pack_all_keys(c, threads);
+  parallel_for(c.BH * c.M, threads, [](void* ctx, int64_t u, int) { pack_queries(*static_cast<Call<T>*>(ctx), u); },
+               &c);
+  const int64_t units = c.BH * c.chunks;
+  const int workers = static_cast<int>(imax(1, imin(threads, units)));
+  c.scratch_stride = round_up<T>(BackwardScratch<T>::size(c), 64);
+  Buffer<T> scratch(workers * c.scratch_stride);
+  c.scratch = scratch.data;
+  parallel_for(units, workers, [](void* ctx, int64_t u, int t) { backward_unit(*static_cast<Call<T>*>(ctx), u, t); },
+               &c);
+  parallel_for(c.BH * c.M, threads, [](void* ctx, int64_t u, int) { finish_dq(*static_cast<Call<T>*>(ctx), u); }, &c);
+  if (c.rep > 1)
+    parallel_for(p.B * p.Hk * c.N, threads,
+                 [](void* ctx, int64_t u, int) { finish_dkdv(*static_cast<Call<T>*>(ctx), u); }, &c);
+}
+
+}  // namespace
+
+void forward(const AttentionProblem& p, int threads) {
+  if (p.dtype_bytes == 4)
+    run_forward<float>(p, threads);
+  else
+    run_forward<double>(p, threads);
+}
+
+void backward(const AttentionProblem& p, int threads) {
+  if (p.dtype_bytes == 4)
+    run_backward<float>(p, threads);
+  else
+    run_backward<double>(p, threads);
+}
+
+}  // namespace MASKPREP_ISA_NAMESPACE
+}  // namespace maskprep
