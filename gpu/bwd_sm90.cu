@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned long long k_desc = sw128_desc(sK, 16, 8 * SW128_BYTES);
   const unsigned long long v_desc = sw128_desc(sV, 16, 8 * SW128_BYTES);
   const unsigned long long kt_desc = sw128_desc(sK, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
-  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks};
+  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, n_k};
   auto release = [&](int bar) { warp_release(barrier(bar), lane); };
 
   float acc_dq[DB][4];

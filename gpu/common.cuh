@@ -150,16 +150,30 @@ __device__ __forceinline__ void load_rows_async(T* s_tile, const T* g_tile, RowO
   }
 }
 
+// A row of the plan (entries [row_begin, row_begin + row_len) of col_idx) under a bound on its keys (key_lens):
+// key blocks ascend along a row, so where they run without a gap (decode over a cache: 0, 1, 2, ...) those holding
+// keys below `keys` are a prefix of known length, and the row is cut to it (splits then share that prefix, not the
+// whole row). Rows with gaps keep their length; kernels stop at their first block past the bound.
+__device__ __forceinline__ long long bounded_row_len(const int* __restrict__ col_idx, long long row_begin,
+                                                     long long row_len, int keys, int tile_n) {
+  if (row_len == 0) return 0;
+  const int first = col_idx[row_begin], last = col_idx[row_begin + row_len - 1];
+  const long long below = (keys + tile_n - 1) / tile_n - first;  // blocks first .. first + below - 1
+  return last - first == row_len - 1 ? max(0LL, min(row_len, below)) : row_len;
+}
+
 }  // namespace maskattn
 
 // The forward kernels' parameter list, shared by fwd_kernel (fwd.cu) and fwd_sm90_kernel (fwd_sm90.cu), which
-// maskattn._cuda fills from one argument tuple; fwd_kernel alone takes key_lens between the two parts. Strides are
+// maskattn._cuda fills from one argument tuple. key_lens (null, or per batch the number of keys to see: keys j >=
+// key_lens[b] are masked besides the plan, a KV cache's valid length, cache_seqlens) ends the arrays. Strides are
 // in elements of the logical (B, H, n, D) views, whose last dimension is contiguous; n_q counts tokens (a CTA has
 // n_q * pack rows); mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads).
 // T is the kernel's element type.
 #define MASKATTN_FWD_ARRAYS                                                                                      \
   const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,                \
-      float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part
+      float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,                       \
+      const int* __restrict__ key_lens
 #define MASKATTN_FWD_SHAPES_AND_PLAN                                                                             \
   long long q_sb, long long q_sh, long long q_sn, long long k_sb, long long k_sh, long long k_sn, long long v_sb, \
       long long v_sh, long long v_sn, long long o_sb, long long o_sh, long long o_sn, int heads, int heads_per_kv, \

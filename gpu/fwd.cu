@@ -62,10 +62,7 @@ constexpr bool Q_IN_REGISTERS = MT == 1 && D <= 128;
 
 template <typename T, int D, int TILE_M, int TILE_N, int WARPS, int STAGES, int MASK, bool PERM>
 __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
-    MASKATTN_FWD_ARRAYS,
-    // per batch the number of keys to see, keys j >= key_lens[b] masked besides the plan (a KV cache's valid
-    // lengths, flash_attn_with_kvcache's cache_seqlens); null: all n_k
-    const int* __restrict__ key_lens, MASKATTN_FWD_SHAPES_AND_PLAN) {
+    MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   static_assert(TILE_N % 16 == 0 && D % 16 == 0, "tile_n and the head dim are multiples of 16");
   static_assert(STAGES >= 2, "a ring of at least two K/V stages");
@@ -112,13 +109,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const T* gV = v + b * v_sb + kv_head * v_sh;
   const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
   long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
-  if (key_lens != nullptr && row_len > 0) {
-    // Key blocks ascend along a row. Where they run without a gap (decode over a cache: 0, 1, 2, ...), those
-    // holding keys below the bound are a prefix of known length: the splits share that prefix, not the whole row.
-    const int first = col_idx[row_begin], last = col_idx[row_begin + row_len - 1];
-    const long long below = (keys + TILE_N - 1) / TILE_N - first;  // blocks first .. first + below - 1
-    if (last - first == row_len - 1) row_len = max(0LL, min(row_len, below));
-  }
+  if (key_lens != nullptr) row_len = bounded_row_len(col_idx, row_begin, row_len, keys, TILE_N);
   const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
   const long long e_end = row_begin + row_len * (blockIdx.z + 1) / num_splits;
 

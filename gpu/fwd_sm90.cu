@@ -1,6 +1,6 @@
 // Hopper (sm_90a) block-sparse flash-attention forward: fwd_kernel's plan traversal, masks and outputs, on wgmma.
 //
-// Same parameters (but fwd_kernel's key_lens), grid and outputs as fwd_kernel (fwd.cu) with 128 x TILE_N<D> tiles,
+// Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with 128 x TILE_N<D> tiles,
 // split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
 // blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. Three warpgroups (384 threads):
 // - warpgroup 0 produces: cp.async copies of Q (once), then each listed key block's K and V tiles (two stages
@@ -102,10 +102,20 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const int group = b * group_sb + h * group_sh;
   const int m_block = m_order[(long long)group * n_mblocks + blockIdx.x];
   const int row0 = m_block * TILE_M;
+  const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
   const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
-  const long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
+  long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
+  if (key_lens != nullptr) row_len = bounded_row_len(col_idx, row_begin, row_len, keys, TILE_N);
   const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
-  const int n_entries = (int)(row_begin + row_len * (blockIdx.z + 1) / num_splits - e_begin);
+  int n_entries = (int)(row_begin + row_len * (blockIdx.z + 1) / num_splits - e_begin);
+  if (key_lens != nullptr) {  // the split's blocks below the bound: a prefix (blocks ascend), found by bisection
+    int lo = 0;
+    while (lo < n_entries) {
+      const int mid = (lo + n_entries) / 2;
+      if (col_idx[e_begin + mid] * TILE_N < keys) lo = mid + 1;
+      else n_entries = mid;
+    }
+  }
 
   if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1);
   __syncthreads();
@@ -197,7 +207,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     return entry;
   };
   // the masks of an entry, then the online softmax: s becomes probabilities, rescale the factor for acc_o
-  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks};
+  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys};
   auto softmax_scores = [&](const Entry& entry, float (&rescale)[2]) {
     mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, entry.n_block, entry.partial, entry.payload, 0,
                                            warp_row0, tile_row, lane);

@@ -260,12 +260,13 @@ struct TileMasks {
   const int* intervals;
   const int* interval_minmax;
   int n_k, n_nblocks;
+  int keys;  // key columns >= keys are masked: n_k, or a per-batch bound below it (the forward's key_lens)
 };
 
 // The masks of listed tile (group, n_block) on a warp's query-major score fragment (mask.cuh's layout): rows
 // warp_row0 + lane / 4 (+ 8), tile_row + lane / 4 inside the tile; key columns n_block TILE_N + col_lo + 8 j +
 // 2 (lane % 4) (+ 1), col_lo a multiple of 32 (kernels that step through a key block in parts). Partial tiles
-// take their intervals or bit tile (payload); columns past n_k are masked.
+// take their intervals or bit tile (payload); columns past m.keys are masked.
 template <int MASK, int TILE_M, int TILE_N, int NB>
 __device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMasks& m, int group, int n_block,
                                                  bool partial, int payload, int col_lo, int warp_row0, int tile_row,
@@ -286,7 +287,7 @@ __device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMa
                             col_lo);
     }
   }
-  if (n_block * TILE_N + col_lo + 8 * NB > m.n_k) mask_key_bound(s, col0, m.n_k);
+  if (n_block * TILE_N + col_lo + 8 * NB > m.keys) mask_key_bound(s, col0, m.keys);
 }
 
 // A warp's m16n8 accumulator fragments (rows top and top + 8 of the tile, columns 8 j + 2 (lane % 4) (+ 1)) times

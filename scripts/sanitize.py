@@ -3,14 +3,14 @@
     compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize.py
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py
 
-Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the
-runs; on Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 192 and 256 the wgmma forward
-(128 x 64 tiles) and the mma.sync backward, 96 the mma.sync ones, and
-the atomic cases the one-pass wgmma kernel, and the mma.sync dK/dV kernel with atomic dQ at 96); plans in an order of their own, of intervals and of bits
-(rows gathered through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward
-(GQA packing, the 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training
-tile; per-sample key bounds, cache_seqlens); and the plans of dense masks built on the GPU (gpu/dense_plan.cu),
-strided and broadcast ones included.
+Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the runs; on
+Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 192 and 256 the wgmma forward (128 x 64
+tiles) and the mma.sync backward, 96 the mma.sync ones, and the atomic cases the one-pass wgmma kernel, and the
+mma.sync dK/dV kernel with atomic dQ at 96); plans in an order of their own, of intervals and of bits (rows gathered
+through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
+16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key
+bounds, cache_seqlens, also on the training tile); and the plans of dense masks built on the GPU
+(gpu/dense_plan.cu), strided and broadcast ones included.
 """
 
 import cupy as cp
@@ -62,6 +62,7 @@ for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on H
     q = cp.asarray(rng.standard_normal((1, 2, 150, D)).astype(np.float16))
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
     maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)
+    maskattn.attention(q, k, v, masks.causal(150, 700), cache_seqlens=cp.asarray([500], dtype=np.int32))
 cp.cuda.Device().synchronize()
 print("decode forward ran")
 square = cp.asarray(rng.random((2, 1, 150, 170)) < 0.2)

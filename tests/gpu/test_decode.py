@@ -189,7 +189,8 @@ def test_rejects_bad_split_and_pack(rng):
 
 @pytest.mark.parametrize("head_dim, Hk, n_q, mask, num_splits", [
     (128, 8, 1, None, None), (64, 8, 1, None, 3), (128, 32, 1, "causal", 16), (96, 4, 3, "causal", None),
-    (128, 8, 100, "window", None),  # 100 rows: the training tile, where Hopper would take the wgmma kernel
+    # 100 rows and more: the training tile, which Hopper runs on the wgmma kernel (rows with a gap: the window's sinks)
+    (128, 8, 100, "window", None), (128, 8, 100, "window", 4), (64, 8, 150, None, None), (256, 4, 200, "causal", 3),
 ])
 def test_cache_seqlens_bound_the_keys(head_dim, Hk, n_q, mask, num_splits, rng):
     """cache_seqlens (per-sample key counts the kernel reads at run time) against the float64 reference of

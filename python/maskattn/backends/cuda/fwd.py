@@ -86,7 +86,7 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
 
 
 def _check_key_lens(key_lens, q):
-    """key_lens must be the (B,) int32 CuPy array fwd_kernel reads, on q's device."""
+    """key_lens must be the (B,) int32 CuPy array the forward kernels read, on q's device."""
     cupy = import_cupy()
     if type(key_lens) is not cupy.ndarray or key_lens.dtype != np.int32 or key_lens.shape != (q.shape[0],):
         raise ValueError(f"key_lens must be an int32 array of shape ({q.shape[0]},) (one length per batch); got "
@@ -129,7 +129,7 @@ def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
 class _ForwardLaunch:
     """One forward configuration, checked once (check_launch, strides, splits): the kernels, their grids and every
     argument but the arrays. Calls are then a few allocations and one or two launches, cheap enough for decode.
-    ``bounded``: calls pass per-batch key counts (``key_lens``), which only ``fwd_kernel`` takes."""
+    ``bounded``: calls pass per-batch key counts (``key_lens``)."""
 
     def __init__(self, q, k, v, plan, scale, out, num_splits, pack, bounded=False):
         cupy = import_cupy()
@@ -149,7 +149,7 @@ class _ForwardLaunch:
         with q.device:
             config = fwd_configs(head_dim, self.device_id)[tile]
             threads = config[2] * 32
-            self.sm90 = not bounded and uses_sm90(head_dim, tile, self.device_id)
+            self.sm90 = uses_sm90(head_dim, tile, self.device_id)
             if self.sm90:
                 self.kernel, self.smem, _ = sm90_kernel(ctype, head_dim, MASK_MODES[plan.payload], self.device_id,
                                                          plan.perm is not None)
@@ -191,8 +191,7 @@ class _ForwardLaunch:
                 self.maps = (TensorMap(k.shape, strides[1], tile[1]), TensorMap(v.shape, strides[2], tile[1]))
             self.args += tuple(m.slot for m in self.maps) or ((ctypes.c_uint8 * MAP_BYTES)(),) * 2
         with q.device:
-            # fwd_kernel's leading arrays end with key_lens, which fwd_sm90_kernel does not take
-            self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 7 if self.sm90 else 8, self.args)
+            self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 8, self.args)  # 8 arrays a call
             if self.num_splits > 1:
                 rows, warps = n_q * pack, 4  # COMBINE_WARPS in fwd.cu
                 self.combine = Launcher(
@@ -212,7 +211,7 @@ class _ForwardLaunch:
         with self.device:
             for tensor_map, address in zip(self.maps, (k, v)):
                 tensor_map.point_at(address)
-            self.fwd(stream, q, k, v, out, lse, o_part, lse_part, *(() if self.sm90 else (key_lens,)))
+            self.fwd(stream, q, k, v, out, lse, o_part, lse_part, key_lens)
             if self.num_splits > 1:
                 self.combine(stream, o_part, lse_part, out, lse)
 
