@@ -44,14 +44,13 @@ namespace sm90 {
 constexpr int TILE_M = 128;
 constexpr int THREADS = 384;
 // Register budgets per thread (producer + 2 x consumer = 504, the 3 x 168 of the launch bound, else setmaxnreg.inc
-// waits forever): the producer needs addressing and, in the persistent kernel (D <= 192), its loop over work items
-// (it spilled at 40); a consumer holds the O and S accumulators (64 + 64 floats at D = 128, 128 + 32 at D = 256), P
-// (32 or 16) and the softmax state. At D = 256 the interval masks spilled 32 bytes at 232; FlashAttention-3's
-// 24 / 240 leaves none.
+// waits forever): the producer needs only addressing; a consumer holds the O and S accumulators (64 + 64 floats at
+// D = 128, 128 + 32 at D = 256), P (32 or 16) and the softmax state. At D = 256 the interval masks spilled 32 bytes
+// at 232; FlashAttention-3's 24 / 240 leaves none.
 template <int D>
-constexpr int PRODUCER_REGS = D <= 192 ? 56 : 24;
+constexpr int PRODUCER_REGS = D <= 128 ? 40 : 24;
 template <int D>
-constexpr int CONSUMER_REGS = D <= 192 ? 224 : 240;
+constexpr int CONSUMER_REGS = D <= 128 ? 232 : 240;
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
 // Key rows per block: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K and V of 128 rows would not
@@ -62,37 +61,21 @@ constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * D * 2;
 
-static_assert(PRODUCER_REGS<256> + 2 * CONSUMER_REGS<256> == 3 * 168 &&
-                  PRODUCER_REGS<128> + 2 * CONSUMER_REGS<128> == 3 * 168,
+static_assert(PRODUCER_REGS<256> + 2 * CONSUMER_REGS<256> == 3 * 168 && PRODUCER_REGS<128> + 2 * CONSUMER_REGS<128> == 3 * 168,
               "the budgets share the launch bound's registers");
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes after the tiles");
 
 }  // namespace sm90
 
-// Persistent CTAs (D <= 192: the registers for the loop over work items, and an O tile of its own beside Q and the
-// K / V stages, so that the next item's Q may land while this item's O is stored). At D = 256 neither fits: a CTA
-// runs one item (the grid has one CTA per item) and the epilogue stages O through Q's tile.
+// sm90_smem_bytes in _cuda.py
 template <int D>
-constexpr bool PERSISTENT = D <= 192;
-
-// sm90_smem_bytes in backends/cuda/kernels.py
-template <int D>
-constexpr int SM90_SMEM_BYTES = sm90::ALIGN + (PERSISTENT<D> ? 2 : 1) * sm90::TILE_BYTES<sm90::TILE_M, D> +
-                                4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 128;
-
-// A work item: query block x (rank in m_order) of head group y (b * H / pack + h / pack) and split z, as the grid
-// (x, y, z) of fwd_kernel lists them; its row of the plan cut to the split and to the key bound.
-struct Sm90Work {
-  int b, h, group, row0;
-  long long e_begin;
-  int n_entries, keys;
-  long long cta;  // z * Y + y: the split partials' index
-};
+constexpr int SM90_SMEM_BYTES =
+    sm90::ALIGN + sm90::TILE_BYTES<sm90::TILE_M, D> + 4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 128;
 
 template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1)
     fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN, const __grid_constant__ TensorMap k_map,
-                    const __grid_constant__ TensorMap v_map, int head_groups_total) {
+                    const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
@@ -109,75 +92,52 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const unsigned sQ = (smem_raw + ALIGN - 1) & ~(ALIGN - 1u);
   const unsigned sK = sQ + TILE_BYTES<TILE_M, D>;  // [2] stages
   const unsigned sV = sK + 2 * TILE;  // [2] stages
-  const unsigned sO = PERSISTENT<D> ? sV + 2 * TILE : sQ;
-  const unsigned bars = sV + 2 * TILE + (PERSISTENT<D> ? TILE_BYTES<TILE_M, D> : 0);  // SM90_SMEM_BYTES<D> in all
+  const unsigned bars = sV + 2 * TILE;  // SM90_SMEM_BYTES<D> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
   const int head_groups = heads / pack;
+  const int b = blockIdx.y / head_groups, h = blockIdx.y % head_groups * pack;  // h: the CTA's first query head
   const int rows = n_q * pack;
-  const int items = n_mblocks * head_groups_total * num_splits;
-  auto work = [&](int w) {
-    const int x = w % n_mblocks, y = w / n_mblocks % head_groups_total, z = w / (n_mblocks * head_groups_total);
-    Sm90Work u;
-    u.b = y / head_groups;
-    u.h = y % head_groups * pack;  // the item's first query head
-    u.group = u.b * group_sb + u.h * group_sh;
-    const int m_block = m_order[(long long)u.group * n_mblocks + x];
-    u.row0 = m_block * TILE_M;
-    u.keys = key_lens == nullptr ? n_k : min(n_k, key_lens[u.b]);
-    const long long row_begin = row_ptr[(long long)u.group * (n_mblocks + 1) + m_block];
-    long long row_len = row_ptr[(long long)u.group * (n_mblocks + 1) + m_block + 1] - row_begin;
-    if (key_lens != nullptr) row_len = bounded_row_len(col_idx, row_begin, row_len, u.keys, TILE_N);
-    u.e_begin = row_begin + row_len * z / num_splits;
-    u.n_entries = (int)(row_begin + row_len * (z + 1) / num_splits - u.e_begin);
-    if (key_lens != nullptr) {  // the split's blocks below the bound: a prefix (blocks ascend), found by bisection
-      int lo = 0;
-      while (lo < u.n_entries) {
-        const int mid = (lo + u.n_entries) / 2;
-        if (col_idx[u.e_begin + mid] * TILE_N < u.keys) lo = mid + 1;
-        else u.n_entries = mid;
-      }
+  const int group = b * group_sb + h * group_sh;
+  const int m_block = m_order[(long long)group * n_mblocks + blockIdx.x];
+  const int row0 = m_block * TILE_M;
+  const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
+  const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
+  long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
+  if (key_lens != nullptr) row_len = bounded_row_len(col_idx, row_begin, row_len, keys, TILE_N);
+  const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
+  int n_entries = (int)(row_begin + row_len * (blockIdx.z + 1) / num_splits - e_begin);
+  if (key_lens != nullptr) {  // the split's blocks below the bound: a prefix (blocks ascend), found by bisection
+    int lo = 0;
+    while (lo < n_entries) {
+      const int mid = (lo + n_entries) / 2;
+      if (col_idx[e_begin + mid] * TILE_N < keys) lo = mid + 1;
+      else n_entries = mid;
     }
-    u.cta = (long long)z * head_groups_total + y;
-    return u;
-  };
+  }
 
   if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1);
   __syncthreads();
 
-  // Persistent: CTA c runs items c, c + gridDim.x, ... in the grid order of fwd_kernel (a head group's query blocks
-  // heaviest first, head group by head group, so that the items running at once share K and V in L2). Both sides
-  // count the key blocks they have passed through the stages (kv_done) and the items (done), which give every
-  // barrier's stage and parity; the producer fills the next item's stages and, once Q_EMPTY says the consumers no
-  // longer read sQ, its Q, while the consumers finish this one.
   if (warpgroup == 0) {
     setmaxnreg_dec<PRODUCER_REGS<D>>();
-    int kv_done = 0, done = 0;
-#pragma unroll 1
-    for (int w = blockIdx.x; w < items; w += gridDim.x, ++done) {
-      const Sm90Work u = work(w);
-      const int kv_head = u.h / heads_per_kv;
-      if (done > 0) mbarrier_wait(barrier(Q_EMPTY), (done - 1) & 1);
-      const PackedRows q_rows{pack, q_sh, q_sn, perm};
-      load_rows_sw128_async<TILE_M, D, 128>(sQ, q + u.b * q_sb + u.h * q_sh,
-                                            [&](int r) { return q_rows(u.row0 + r); }, rows - u.row0, tid);
-      cp_async_commit();
-      if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
-        produce_kv_stages<TILE_N, D>(bars, sK, sV, k + u.b * k_sb + kv_head * k_sh, v + u.b * v_sb + kv_head * v_sh,
-                                     k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
-                                     col_idx + u.e_begin, u.n_entries, n_k, tid, kv_done);
-      } else {  // tiles of consecutive rows: the copy engine, one thread
-        cp_async_wait<0>();
-        fence_proxy_async();
-        mbarrier_arrive(barrier(Q_FULL));
-        if (tid == 0) {
-          produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, u.b, col_idx + u.e_begin,
-                                           u.n_entries, kv_done);
-        }
+    const int kv_head = h / heads_per_kv;
+    const PackedRows q_rows{pack, q_sh, q_sn, perm};
+    load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
+                                          rows - row0, tid);
+    cp_async_commit();
+    if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
+      produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
+                                   k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
+                                   col_idx + e_begin, n_entries, n_k, tid);
+    } else {  // tiles of consecutive rows: the copy engine, one thread
+      cp_async_wait<0>();
+      fence_proxy_async();
+      mbarrier_arrive(barrier(Q_FULL));
+      if (tid == 0) {
+        produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries);
       }
-      kv_done += u.n_entries;
-      if constexpr (!PERSISTENT<D>) break;
     }
     return;
   }
@@ -187,6 +147,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
   const int tile_row = 64 * consumer + 16 * warp;  // the warp's first row inside the tile
+  const int warp_row0 = row0 + tile_row;
 
   // descriptors at stage 0 and k step 0; a k step of Q K^T moves 32 bytes inside a 64-column block, then a block
   const unsigned long long q_desc = sw128_desc(sQ + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
@@ -194,9 +155,12 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const unsigned long long v_desc = sw128_desc(sV, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
 
   float acc_o[DB][4];
+#pragma unroll
+  for (int j = 0; j < DB; ++j) acc_o[j][0] = acc_o[j][1] = acc_o[j][2] = acc_o[j][3] = 0.f;
   float s[NB][4];
   unsigned p[KS][4];
   OnlineSoftmax softmax;
+  softmax.init();
 
   auto issue_scores = [&](int stage) {
     wgmma_fence();
@@ -242,6 +206,13 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     if constexpr (MASK == MASK_BITS) entry.payload = entry.partial ? payload_idx[e] : 0;
     return entry;
   };
+  // the masks of an entry, then the online softmax: s becomes probabilities, rescale the factor for acc_o
+  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys};
+  auto softmax_scores = [&](const Entry& entry, float (&rescale)[2]) {
+    mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, entry.n_block, entry.partial, entry.payload, 0,
+                                           warp_row0, tile_row, lane);
+    softmax.update(s, scale_log2, rescale);
+  };
   // the S accumulators of key columns [16 kk, 16 kk + 16) are the A fragment of P for k step kk
   auto pack_probabilities = [&]() { pack_a_operand<T>(p, s); };
 
@@ -250,116 +221,88 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   auto take_turn = [&]() { named_barrier_sync(3 + consumer, 256); };
   auto pass_turn = [&]() { named_barrier_arrive(3 + (consumer ^ 1), 256); };
 
-  int kv_done = 0, done = 0;
+  mbarrier_wait(barrier(Q_FULL), 0);
+  if (n_entries > 0) {
+    float rescale[2];
+    Entry entry = read_entry(e_begin);
+    if (consumer == 1) pass_turn();
+    mbarrier_wait(barrier(K_FULL), 0);
+    take_turn();
+    issue_scores(0);
+    pass_turn();
+    wgmma_wait<0>();
+    pin_registers(s);
+    release(K_EMPTY);
+    softmax_scores(entry, rescale);
+    pack_probabilities();
 #pragma unroll 1
-  for (int w = blockIdx.x; w < items; w += gridDim.x, ++done) {
-    const Sm90Work u = work(w);
-    const int warp_row0 = u.row0 + tile_row;
-    // the masks of an entry, then the online softmax: s becomes probabilities, rescale the factor for acc_o
-    const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, u.keys};
-    auto softmax_scores = [&](const Entry& entry, float (&rescale)[2]) {
-      mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, u.group, entry.n_block, entry.partial, entry.payload, 0,
-                                             warp_row0, tile_row, lane);
-      softmax.update(s, scale_log2, rescale);
-    };
-#pragma unroll
-    for (int j = 0; j < DB; ++j) acc_o[j][0] = acc_o[j][1] = acc_o[j][2] = acc_o[j][3] = 0.f;
-    softmax.init();
-
-    mbarrier_wait(barrier(Q_FULL), done & 1);
-    const int n_entries = u.n_entries;
-    if (n_entries > 0) {
-      float rescale[2];
-      Entry entry = read_entry(u.e_begin);
-      if (consumer == 1) pass_turn();
-      const int first = kv_done & 1;
-      mbarrier_wait(barrier(K_FULL + first), (kv_done >> 1) & 1);
+    for (int i = 1; i < n_entries; ++i) {
+      const int stage = i & 1, prev = stage ^ 1;
+      entry = read_entry(e_begin + i);
+      mbarrier_wait(barrier(K_FULL + stage), (i >> 1) & 1);
+      mbarrier_wait(barrier(V_FULL + prev), ((i - 1) >> 1) & 1);
       take_turn();
-      issue_scores(first);
+      issue_scores(stage);
+      issue_pv(prev);
       pass_turn();
-      wgmma_wait<0>();
+      wgmma_wait<1>();
       pin_registers(s);
-      release(K_EMPTY + first);
-      if (PERSISTENT<D> && n_entries == 1) release(Q_EMPTY);
+      release(K_EMPTY + stage);
       softmax_scores(entry, rescale);
-      pack_probabilities();
-#pragma unroll 1
-      for (int i = 1; i < n_entries; ++i) {
-        const int g = kv_done + i;  // the key block's count through the stages
-        const int stage = g & 1, prev = stage ^ 1;
-        entry = read_entry(u.e_begin + i);
-        mbarrier_wait(barrier(K_FULL + stage), (g >> 1) & 1);
-        mbarrier_wait(barrier(V_FULL + prev), ((g - 1) >> 1) & 1);
-        take_turn();
-        issue_scores(stage);
-        issue_pv(prev);
-        pass_turn();
-        wgmma_wait<1>();
-        pin_registers(s);
-        release(K_EMPTY + stage);
-        if (PERSISTENT<D> && i == n_entries - 1) release(Q_EMPTY);
-        softmax_scores(entry, rescale);
-        wgmma_wait<0>();
-        pin_registers(acc_o);
-        pin_registers(p);
-        release(V_EMPTY + prev);
-#pragma unroll
-        for (int j = 0; j < DB; ++j) {
-          acc_o[j][0] *= rescale[0];
-          acc_o[j][1] *= rescale[0];
-          acc_o[j][2] *= rescale[1];
-          acc_o[j][3] *= rescale[1];
-        }
-        pack_probabilities();
-      }
-      const int g = kv_done + n_entries - 1, last = g & 1;
-      mbarrier_wait(barrier(V_FULL + last), (g >> 1) & 1);
-      take_turn();
-      issue_pv(last);
-      pass_turn();
-      if (consumer == 0) take_turn();
       wgmma_wait<0>();
       pin_registers(acc_o);
       pin_registers(p);
-      release(V_EMPTY + last);
-    } else if (PERSISTENT<D>) {
-      release(Q_EMPTY);
-    }
-    kv_done += n_entries;
-
-    // Epilogue: normalise; splits store float32 partials ([split][y][row]) straight from registers; the whole row
-    // list stages this warpgroup's rows through its own rows of sO (swizzled as Q: conflict-free for the fragment
-    // writes and the row reads) and stores 16-byte vectors. Not persistent, sO is sQ, and every wgmma reading it has
-    // completed.
-    float inv_sum[2], row_lse[2];
-    softmax.finish(scale_log2, inv_sum, row_lse);
+      release(V_EMPTY + prev);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp_row0 + g_lane + 8 * half;
-      if (r >= rows) continue;
-      if (num_splits > 1) {
-        float* part = o_part + (u.cta * rows + r) * D + 2 * t_lane;
-#pragma unroll
-        for (int j = 0; j < DB; ++j) {
-          *reinterpret_cast<float2*>(part + 8 * j) =
-              make_float2(acc_o[j][2 * half] * inv_sum[half], acc_o[j][2 * half + 1] * inv_sum[half]);
-        }
-        if (t_lane == 0) lse_part[u.cta * rows + r] = row_lse[half];
-      } else if (t_lane == 0) {
-        lse[((long long)u.b * heads + u.h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = row_lse[half];
+      for (int j = 0; j < DB; ++j) {
+        acc_o[j][0] *= rescale[0];
+        acc_o[j][1] *= rescale[0];
+        acc_o[j][2] *= rescale[1];
+        acc_o[j][3] *= rescale[1];
       }
+      pack_probabilities();
     }
-    if (num_splits == 1) {
-      unsigned char* tile_o = smem + (sO - smem_raw);
-      named_barrier_sync(1 + consumer, 128);  // the warpgroup's reads of the previous item's rows are done
-      store_fragments_sw128<TILE_M, T>(tile_o, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
-      named_barrier_sync(1 + consumer, 128);
-      const PackedRows o_rows{pack, o_sh, o_sn, perm};
-      store_rows_sw128<TILE_M, D>(o + u.b * o_sb + u.h * o_sh, [&](int r) { return o_rows(u.row0 + r); }, tile_o,
-                                  64 * consumer, rows - u.row0, ctid);
-    }
-    if constexpr (!PERSISTENT<D>) break;
+    const int last = (n_entries - 1) & 1;
+    mbarrier_wait(barrier(V_FULL + last), ((n_entries - 1) >> 1) & 1);
+    take_turn();
+    issue_pv(last);
+    pass_turn();
+    if (consumer == 0) take_turn();
+    wgmma_wait<0>();
+    pin_registers(acc_o);
+    pin_registers(p);
+    release(V_EMPTY + last);
   }
+
+  // Epilogue: normalise; splits store float32 partials ([split][blockIdx.y][row]) straight from registers; the whole
+  // row list stages this warpgroup's rows through its own rows of sQ (swizzled as Q: conflict-free for the fragment
+  // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
+  float inv_sum[2], row_lse[2];
+  softmax.finish(scale_log2, inv_sum, row_lse);
+  const long long cta = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = warp_row0 + g_lane + 8 * half;
+    if (r >= rows) continue;
+    if (num_splits > 1) {
+      float* part = o_part + (cta * rows + r) * D + 2 * t_lane;
+#pragma unroll
+      for (int j = 0; j < DB; ++j) {
+        *reinterpret_cast<float2*>(part + 8 * j) =
+            make_float2(acc_o[j][2 * half] * inv_sum[half], acc_o[j][2 * half + 1] * inv_sum[half]);
+      }
+      if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
+    } else if (t_lane == 0) {
+      lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = row_lse[half];
+    }
+  }
+  if (num_splits > 1) return;
+  unsigned char* sO = smem + (sQ - smem_raw);
+  store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
+  named_barrier_sync(1 + consumer, 128);
+  const PackedRows o_rows{pack, o_sh, o_sn, perm};
+  store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(row0 + r); }, sO, 64 * consumer,
+                              rows - row0, ctid);
 }
 
 }  // namespace maskattn

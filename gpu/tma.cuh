@@ -78,27 +78,25 @@ __device__ __forceinline__ void tma_load_tile(unsigned s_tile, const TensorMap* 
 }
 
 // produce_kv_stages (wgmma.cuh) for plans without a node order, by one thread of the producer warpgroup: key blocks
-// blocks[0 .. n_entries) of KV head h of batch b through the tensor maps of K and V, into the two stages, the first
-// the stages' first_count-th; a stage is refilled after its release, and its FULL barrier (one arrival:
-// kv_stages_init(bars, 1)) completes when the bytes have landed.
+// blocks[0 .. n_entries) of KV head h of batch b through the tensor maps of K and V, into the two stages; a stage is
+// refilled after its release, and its FULL barrier (one arrival: kv_stages_init(bars, 1)) completes when the bytes
+// have landed.
 template <int TILE_N, int D>
 __device__ __forceinline__ void produce_kv_stages_tma(unsigned bars, unsigned sK, unsigned sV, const TensorMap* k_map,
                                                       const TensorMap* v_map, int h, int b,
-                                                      const int* __restrict__ blocks, int n_entries,
-                                                      int first_count = 0) {
+                                                      const int* __restrict__ blocks, int n_entries) {
   using namespace kv_stages;
   constexpr unsigned TILE = TILE_N * D * 2;
   int n_block = n_entries > 0 ? blocks[0] : 0;
 #pragma unroll 1
   for (int i = 0; i < n_entries; ++i) {
-    const int g = first_count + i;  // the key block's count through the stages
-    const int stage = g & 1;
-    const unsigned released = ((g >> 1) & 1) ^ 1;  // parity of the release of block g - 2
+    const int stage = i & 1;
+    const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
     const int next = i + 1 < n_entries ? blocks[i + 1] : 0;  // read ahead: its latency hides behind the waits
-    if (g >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
+    if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
     mbarrier_arrive_expect_tx(bars + 8 * (K_FULL + stage), TILE);
     tma_load_tile<TILE_N, D>(sK + stage * TILE, k_map, n_block * TILE_N, h, b, bars + 8 * (K_FULL + stage));
-    if (g >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
+    if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
     mbarrier_arrive_expect_tx(bars + 8 * (V_FULL + stage), TILE);
     tma_load_tile<TILE_N, D>(sV + stage * TILE, v_map, n_block * TILE_N, h, b, bars + 8 * (V_FULL + stage));
     n_block = next;

@@ -179,10 +179,9 @@ __device__ __forceinline__ const int* producer_rows(int* table, int slot, const 
 // The key-block pipeline of the query-major kernels (fwd_sm90.cu, bwd_sm90.cu's dQ): a producer warpgroup copies
 // the query side once (announced on Q_FULL), then each listed key block's K and V tiles (TILE_N x D, two stages
 // each, consecutive in shared memory) and announces them on K_FULL and V_FULL of the stage; each of the 8
-// consumer warps releases a stage with one arrival on K_EMPTY or V_EMPTY once its products no longer read it (and,
-// in the persistent forward, the query tile with one on Q_EMPTY).
+// consumer warps releases a stage with one arrival on K_EMPTY or V_EMPTY once its products no longer read it.
 namespace kv_stages {
-enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, Q_EMPTY = 9, BARRIERS = 10 };
+enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BARRIERS = 9 };
 }  // namespace kv_stages
 
 // One thread, before the __syncthreads that publishes the barriers at shared address bars (8 bytes each).
@@ -190,7 +189,6 @@ enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, Q_E
 __device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128) {
   using namespace kv_stages;
   mbarrier_init(bars + 8 * Q_FULL, 128);
-  mbarrier_init(bars + 8 * Q_EMPTY, 8);
   for (int s = 0; s < 2; ++s) {
     mbarrier_init(bars + 8 * (K_FULL + s), full_arrivals);
     mbarrier_init(bars + 8 * (V_FULL + s), full_arrivals);
@@ -201,15 +199,13 @@ __device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arri
 
 // The producer warpgroup (tid < 128), after committing the query side's cp.async group: key blocks
 // blocks[0 .. n_entries) of gK and gV (rows k_sn and v_sn elements apart, in the plan's order through perm, looked
-// up once per key block by producer_rows; keys >= n_k zero-filled), the first key block the stages' first_count-th
-// (persistent kernels carry on where the previous work item left the stages). Each tile is
+// up once per key block by producer_rows; keys >= n_k zero-filled). Each tile is
 // one cp.async group; once a group has landed (waited one group behind, so two are in flight) the copying threads
 // fence it for the async proxy and arrive on its barrier. A stage is refilled after its release.
 template <int TILE_N, int D, typename T>
 __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
                                                   long long k_sn, long long v_sn, const int* perm, int* row_table,
-                                                  const int* __restrict__ blocks, int n_entries, int n_k, int tid,
-                                                  int first_count = 0) {
+                                                  const int* __restrict__ blocks, int n_entries, int n_k, int tid) {
   using namespace kv_stages;
   constexpr int TILE = TILE_N * D * 2;
   auto announce_previous = [&](int bar) {
@@ -221,16 +217,15 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
 #pragma unroll 1
   for (int i = 0; i < n_entries; ++i) {
     const int n_block = blocks[i];
-    const int g = first_count + i;  // the key block's count through the stages
-    const int stage = g & 1;
-    const unsigned released = ((g >> 1) & 1) ^ 1;  // parity of the release of block g - 2
+    const int stage = i & 1;
+    const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
     const int key0 = n_block * TILE_N;
-    if (g >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
+    if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
     const int* rows = producer_rows<TILE_N>(row_table, stage, perm, key0, n_k - key0, tid);
     load_rows_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK, TableRows{rows, key0, k_sn}, n_k - key0, tid);
     cp_async_commit();
     announce_previous(pending);
-    if (g >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
+    if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
     load_rows_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV, TableRows{rows, key0, v_sn}, n_k - key0, tid);
     cp_async_commit();
     announce_previous(K_FULL + stage);

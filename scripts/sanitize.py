@@ -9,11 +9,9 @@ tiles) and the mma.sync backward, 96 the mma.sync ones, and the atomic cases the
 mma.sync dK/dV kernel with atomic dQ at 96); plans in an order of their own, of intervals and of bits (rows gathered
 through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key
-bounds, cache_seqlens, also on the training tile; persistent CTAs taking many work items each); and the plans of
-dense masks built on the GPU (gpu/dense_plan.cu), strided and broadcast ones included.
+bounds, cache_seqlens, also on the training tile); and the plans of dense masks built on the GPU
+(gpu/dense_plan.cu), strided and broadcast ones included.
 """
-
-import os
 
 import cupy as cp
 import ml_dtypes
@@ -65,13 +63,6 @@ for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on H
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
     maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)
     maskattn.attention(q, k, v, masks.causal(150, 700), cache_seqlens=cp.asarray([500], dtype=np.int32))
-os.environ["MASKATTN_SM90_CTAS"] = "2"  # two persistent CTAs of the Hopper forward run every item, one after another
-for spec, D in ((masks.causal(n_q, n_k), 128), (graph, 64), (masks.from_dense(rng.random((n_q, n_k)) < 0.3), 192)):
-    q = cp.asarray(rng.standard_normal((2, 4, spec.n_q, D)).astype(np.float16))
-    k, v = (cp.asarray(rng.standard_normal((2, 2, spec.n_k, D)).astype(np.float16)) for _ in range(2))
-    maskattn.attention(q, k, v, spec)
-    maskattn.attention(q, k, v, spec, num_splits=3)
-del os.environ["MASKATTN_SM90_CTAS"]
 cp.cuda.Device().synchronize()
 print("decode forward ran")
 square = cp.asarray(rng.random((2, 1, 150, 170)) < 0.2)

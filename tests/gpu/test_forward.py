@@ -102,30 +102,6 @@ def test_packed_qkv_strides(rng):
     _run(masks.causal(n), rng, "float16", D, B=B, H=H, Hk=H, layout="bnhd", inputs=inputs)
 
 
-@pytest.mark.parametrize("head_dim", [64, 128, 192])
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_persistent_ctas_take_many_items(family, head_dim, rng, monkeypatch):
-    """MASKATTN_SM90_CTAS=3: three persistent CTAs run every work item of the Hopper kernel in turn (the stages'
-    counts and the query tile's barriers carried from item to item, items without key blocks among them); on other
-    GPUs the knob does nothing and the mma.sync kernel runs."""
-    monkeypatch.setenv("MASKATTN_SM90_CTAS", "3")
-    _run(FAMILIES[family](rng), rng, "bfloat16" if head_dim != 64 else "float16", head_dim, B=2)
-
-
-@pytest.mark.parametrize("num_splits", [2, 5])
-def test_persistent_ctas_with_splits(num_splits, rng, monkeypatch):
-    """Split-KV partials written by persistent CTAs that each run many (query block, head, split) items."""
-    monkeypatch.setenv("MASKATTN_SM90_CTAS", "2")
-    dtype = _dtype("bfloat16")
-    spec = FAMILIES["sliding_window_sinks"](rng)
-    plan = compile_mask(spec, tile=cuda.tile_for(128, dtype))
-    (q64, q), (k64, k), (v64, v) = (_make(rng, (2, 4, n, 128), dtype, "bhnd") for n in (N_Q, N_K, N_K))
-    out = _poisoned(q.shape, dtype, "bhnd")
-    _, lse = cuda.forward(q, k, v, plan, 128 ** -0.5, out=out, num_splits=num_splits)
-    ref_out, ref_lse = _reference(q64, k64, v64, spec.to_dense(), 128 ** -0.5)
-    _check(out, lse, ref_out, ref_lse, "bfloat16")
-
-
 @pytest.mark.parametrize("family", ["causal", "full"])
 def test_single_query(family, rng):
     spec = masks.causal(1, N_K) if family == "causal" else masks.full(1, N_K)

@@ -8,14 +8,12 @@ from __future__ import annotations
 import collections
 import ctypes
 import math
-import os
 
 import numpy as np
 
 from ...plan import BlockMask
 from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, SM90_THREADS, combine_kernel, fwd_configs, fwd_kernel,
-                      import_cupy, multiprocessors, sm90_ctas, sm90_enabled, sm90_kernel, sm90_persistent,
-                      uses_sm90)
+                      import_cupy, multiprocessors, sm90_enabled, sm90_kernel, uses_sm90)
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
 from .tma import MAP_BYTES, TensorMap
@@ -124,7 +122,7 @@ def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
     arrays = (q, k, v) if out is None else (q, k, v, out)
     if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays) or plan.transient:
         return None
-    return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled(), os.environ.get("MASKATTN_SM90_CTAS"))
+    return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled())
             + tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays))
 
 
@@ -178,10 +176,6 @@ class _ForwardLaunch:
                             if self.num_splits > 1 else ())
         i32, i64 = np.int32, np.int64
         self.grid, self.block = (plan.n_mblocks, B * H // pack, self.num_splits), (threads, 1, 1)
-        if self.sm90:  # work items in the grid's order over persistent CTAs (one per item at D = 256)
-            items = plan.n_mblocks * (B * H // pack) * self.num_splits
-            ctas = min(items, sm90_ctas(self.device_id)) if sm90_persistent(head_dim) else items
-            self.grid = (max(ctas, 1), 1, 1)
         self.args = (
             *(i64(s) for triple in strides for s in triple),
             i32(H), i32(H // Hk), i32(pack), i32(self.num_splits), i32(n_q), i32(n_k),
@@ -195,8 +189,7 @@ class _ForwardLaunch:
         if self.sm90:
             if plan.perm is None:
                 self.maps = (TensorMap(k.shape, strides[1], tile[1]), TensorMap(v.shape, strides[2], tile[1]))
-            self.args += (*(tuple(m.slot for m in self.maps) or ((ctypes.c_uint8 * MAP_BYTES)(),) * 2),
-                          i32(B * H // pack))
+            self.args += tuple(m.slot for m in self.maps) or ((ctypes.c_uint8 * MAP_BYTES)(),) * 2
         with q.device:
             self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 8, self.args)  # 8 arrays a call
             if self.num_splits > 1:

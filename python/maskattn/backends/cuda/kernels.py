@@ -212,27 +212,14 @@ def sm90_enabled() -> bool:
     return os.environ.get("MASKATTN_SM90", "1") != "0"
 
 
-def sm90_ctas(device_id: int) -> int:
-    """The persistent forward's CTAs: one per SM, or ``MASKATTN_SM90_CTAS`` where set (tests run a few CTAs through
-    many work items each)."""
-    return int(os.environ.get("MASKATTN_SM90_CTAS", "0")) or multiprocessors(device_id)
-
-
 @functools.lru_cache(maxsize=None)
 def compute_capability(device_id: int) -> str:
     return import_cupy().cuda.Device(device_id).compute_capability
 
 
-def sm90_persistent(head_dim: int) -> bool:
-    """PERSISTENT<D> of fwd_sm90.cu: CTAs loop over work items (a grid of one CTA per SM) up to D = 192."""
-    return head_dim <= 192
-
-
 def sm90_smem_bytes(head_dim: int) -> int:
-    """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q (and the persistent kernel's O tile), two stages of K and
-    V, the mbarriers."""
-    q_and_o = 128 * (2 if sm90_persistent(head_dim) else 1)
-    return 1024 + (q_and_o + 4 * sm90_tile_n(head_dim)) * head_dim * 2 + 128
+    """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q and two stages of K and V, the mbarriers."""
+    return 1024 + (128 + 4 * sm90_tile_n(head_dim)) * head_dim * 2 + 128
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
