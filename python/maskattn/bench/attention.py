@@ -24,7 +24,7 @@ from maskattn.backends import cuda
 
 from . import workloads
 from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, attempt, bench_ms, fmt, fwd_bwd_step, graph_ms,
-                     input_sets, median_ms, ratio, try_)
+                     input_sets, median_ms, print_report, ratio, try_)
 from .peers import PEERS, compiled_flex, flash_attn_4, flex_mask_mod, peer_calls, sdpa
 
 PHASES = {"fwd": ("forward", 1.0), "fwdbwd": ("forward+backward", 3.5)}  # FLOPs: the backward counts 2.5x
@@ -237,9 +237,8 @@ def print_row(row, backward):
                  f" sdpa-mask {cell(row, 'sdpa_mask', phase)} flash-nomask {cell(row, 'sdpa_flash_nomask', phase)}")
     errs = [f"{LABELS[key]} {row[f'{key}_rel_err']:.1e}" for key in PEERS if f"{key}_rel_err" in row]
     line += f" | err {fmt(row.get('rel_err_vs_sdpa'), '.1e')}" + (f" (peers: {', '.join(errs)})" if errs else "")
-    print(line + f" | {row['wall_s']:.0f} s", flush=True)
-    for err in row["errors"] + [f"{key}: {reason}" for key, reason in row["reasons"].items()]:
-        print(f"    ! {err}", flush=True)
+    print_report(line + f" | {row['wall_s']:.0f} s",
+                 row["errors"] + [f"{key}: {reason}" for key, reason in row["reasons"].items()])
 
 
 def markdown(rows, backward) -> str:

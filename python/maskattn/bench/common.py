@@ -129,5 +129,12 @@ def fwd_bwd_ms(attn, q, k, v, do) -> float:
     return bench_ms(fwd_bwd_step(attn, q, k, v, do))
 
 
+def print_report(line: str, errors) -> None:
+    """A row's line of the live report, then its errors, one an indented line (flushed: runs are long)."""
+    print(line, flush=True)
+    for err in errors:
+        print(f"    ! {err}", flush=True)
+
+
 def fmt(x, spec=".3f"):
     return "-" if x is None else format(x, spec)

@@ -21,7 +21,7 @@ import maskattn
 from maskattn.backends import cpu
 
 from . import workloads
-from .common import fmt, ratio, try_
+from .common import fmt, print_report, ratio, try_
 
 N, HEADS, HEAD_DIM = [4096, 16384], 8, 64  # the defaults of --cpu (bench.main)
 
@@ -150,9 +150,7 @@ def print_row(row):
         line += (f" | {label} {row[f'{part}_ms']:9.1f} ms ({row[f'{part}_gflops']:5.0f} GF/s) "
                  f"sdpa {fmt(row.get(f'sdpa_{part}_ms'), '.1f')} vs target {fmt(row[f'{part}_vs_target'], '.2f')}")
     line += f" | err vs sdpa {fmt(row.get('rel_err_vs_sdpa'), '.1e')}"
-    print(line, flush=True)
-    for err in row["errors"]:
-        print(f"    ! {err}", flush=True)
+    print_report(line, row["errors"])
 
 
 def markdown(rows) -> str:

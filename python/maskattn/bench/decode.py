@@ -10,7 +10,7 @@ import maskattn
 from maskattn import masks
 
 from . import workloads
-from .common import bench_ms, copy_bandwidth, fmt, graph_ms, input_sets, ratio, try_
+from .common import bench_ms, copy_bandwidth, fmt, graph_ms, input_sets, print_report, ratio, try_
 from .peers import compiled_flex
 
 
@@ -103,9 +103,7 @@ def print_row(row, copy_gbs):
         print(f"    {label:13s} do_bench {fmt(ms, '.4f')} ms ({fmt(pct, '3.0f')}% of copy)  graph"
               f" {fmt(graph, '.4f')} ms ({fmt(graph_pct, '3.0f')}%)  maskattn / this"
               f" {fmt(ratios[0], '.2f')} / {fmt(ratios[1], '.2f')}", flush=True)
-    print(f"    err vs SDPA {fmt(row.get('rel_err_vs_sdpa'), '.1e')}", flush=True)
-    for err in row["errors"]:
-        print(f"    ! {err}", flush=True)
+    print_report(f"    err vs SDPA {fmt(row.get('rel_err_vs_sdpa'), '.1e')}", row["errors"])
 
 
 def markdown(rows) -> str:

@@ -16,7 +16,7 @@ from maskattn.backends import cuda
 from maskattn.backends.cuda import plans
 
 from . import workloads
-from .common import bench_ms, fmt, fwd_bwd_ms, median_ms, ratio, try_
+from .common import bench_ms, fmt, fwd_bwd_ms, median_ms, print_report, ratio, try_
 
 
 def fully_masked_rows(dtype) -> str:
@@ -112,9 +112,7 @@ def print_row(row):
         line += (f" | {part} wrapper {fmt(w)} precompiled {fmt(p)} sdpa-mask {fmt(s)}"
                  f" ({fmt(ratio(w, p), '.2f')}x, {fmt(ratio(w, s), '.3f')}x)")
     line += f" | host plan fwd {fmt(row.get('host_plan_fwd_ms'))} | err {fmt(row.get('rel_err_vs_sdpa'), '.1e')}"
-    print(line, flush=True)
-    for err in row["errors"]:
-        print(f"    ! {err}", flush=True)
+    print_report(line, row["errors"])
 
 
 def markdown(rows) -> str:
