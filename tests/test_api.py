@@ -112,7 +112,7 @@ def _call(**over):
     ({"k": np.zeros((1, 2, 8, 4)), "v": np.zeros((1, 2, 8, 4))}, ValueError, "head_dim 4; q has batch 1 and head_dim 8"),
     ({"q": np.zeros((1, 4, 8, 8), np.float16)}, TypeError, "one dtype"),
     ({"q": np.zeros((1, 4, 8, 8), np.float16), "k": np.zeros((1, 2, 8, 8), np.float16),
-      "v": np.zeros((1, 2, 8, 8), np.float16)}, TypeError, "float16; the CPU reference backend supports float32, float64"),
+      "v": np.zeros((1, 2, 8, 8), np.float16)}, TypeError, "float16; the CPU backend supports float32, float64"),
     ({"q": np.zeros((1, 4, 8, 8), np.int64), "k": np.zeros((1, 2, 8, 8), np.int64),
       "v": np.zeros((1, 2, 8, 8), np.int64)}, TypeError, "int64"),
     ({"q": [[1.0]]}, TypeError, "q must be a NumPy array, a CuPy array or a DLPack tensor"),

@@ -94,7 +94,7 @@ def _check_inputs(backend, layout, q, k, v, extra=()):
         raise TypeError(f"inputs must share one dtype; got {dtypes}")
     dtype = dtypes["q"]
     if dtype not in backend.dtypes:
-        where = "the CUDA backend" if backend.cuda else "the CPU reference backend"
+        where = "the CUDA backend" if backend.cuda else "the CPU backend"
         raise TypeError(f"q has dtype {dtype}; {where} supports {', '.join(backend.dtypes)}")
     if backend.cuda and D not in CUDA_HEAD_DIMS:
         raise ValueError(f"q has head_dim {D}; supported: {', '.join(map(str, CUDA_HEAD_DIMS))}")

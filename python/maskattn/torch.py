@@ -131,7 +131,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, *, s
     Parameters
     ----------
     q, k, v : torch.Tensor
-        CUDA float16 / bfloat16 (the kernels) or CPU float32 / float64 (the exact reference); shapes as
+        CUDA float16 / bfloat16 (the kernels) or CPU float32 / float64 (the CPU kernels); shapes as
         :func:`maskattn.attention`.
     mask : spec, BlockMask, handle tensor or None
         Under ``torch.compile`` pass ``mask_handle(spec)``; a different mask of the same shapes then reuses the
@@ -158,7 +158,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, *, s
 #
 # The mask is a tensor input of the op, planned inside it on every call (its contents may change from call to call
 # without torch.compile noticing): on the GPU by backends.cuda.plans.dense_plan into a buffer torch allocates, which
-# the op returns so that the backward reads the same plan; on the CPU (the reference backend) by maskprep, in the
+# the op returns so that the backward reads the same plan; on the CPU (the CPU kernels) by maskprep, in the
 # forward and again in the backward.
 
 
@@ -261,7 +261,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     ----------
     query : torch.Tensor (B, H, L, E) or (H, L, E)
     key, value : torch.Tensor (B, Hk, S, E) or (Hk, S, E)
-        CUDA float16 / bfloat16 (the kernels) or CPU float32 / float64 (the exact reference); head dims as
+        CUDA float16 / bfloat16 (the kernels) or CPU float32 / float64 (the CPU kernels); head dims as
         :func:`maskattn.attention`, value's the same as query's. Batch sizes of 1 broadcast, as in SDPA. ``Hk`` may
         be 1 (broadcast, as in SDPA) or, with ``enable_gqa``, any divisor of ``H``.
     attn_mask : bool torch.Tensor, optional

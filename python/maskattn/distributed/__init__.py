@@ -92,7 +92,7 @@ def attention(q, k, v, sharded: ShardedPlan, *, scale: float | None = None, over
     ----------
     q : torch.Tensor (B, H, n_r, D)
         This rank's queries (:func:`dispatch`); CUDA float16 / bfloat16 (the kernels) or CPU float32 / float64
-        (the exact reference).
+        (the CPU kernels).
     k, v : torch.Tensor (B, Hk, n_r, D)
         This rank's keys and values; ``H % Hk == 0`` (GQA).
     sharded : ShardedPlan
