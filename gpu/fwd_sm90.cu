@@ -3,11 +3,12 @@
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with 128 x TILE_N<D> tiles,
 // split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
 // blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. Three warpgroups (384 threads):
-// - warpgroup 0 produces: cp.async copies of Q (once), then each listed key block's K and V tiles (two stages
-//   each) into 128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through
-//   the tensor maps k_map and v_map (tma.cuh), or, for plans with a node order, by cp.async gathers of the
-//   warpgroup (wgmma.cuh's produce_kv_stages). A stage is refilled after its "empty" mbarrier says both consumers
-//   are done with it.
+// - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
+//   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
+//   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
+//   rows), or, for plans with a node order, all by cp.async gathers of the warpgroup (wgmma.cuh's
+//   produce_kv_stages). Q's copy and the first K's are in flight together. A stage is refilled after its "empty"
+//   mbarrier says both consumers are done with it.
 // - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64nTILE_Nk16, both operands in shared
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
@@ -75,7 +76,7 @@ constexpr int SM90_SMEM_BYTES =
 template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1)
     fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN, const __grid_constant__ TensorMap k_map,
-                    const __grid_constant__ TensorMap v_map) {
+                    const __grid_constant__ TensorMap v_map, const __grid_constant__ TensorMap q_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
@@ -117,24 +118,36 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     }
   }
 
-  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1);
+  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1);
   __syncthreads();
 
   if (warpgroup == 0) {
     setmaxnreg_dec<PRODUCER_REGS<D>>();
     const int kv_head = h / heads_per_kv;
-    const PackedRows q_rows{pack, q_sh, q_sn, perm};
-    load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
-                                          rows - row0, tid);
-    cp_async_commit();
+    auto load_q_rows = [&]() {  // by the warpgroup's cp.async, rows through GQA packing and the node order
+      const PackedRows q_rows{pack, q_sh, q_sn, perm};
+      load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
+                                            rows - row0, tid);
+      cp_async_commit();
+    };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
+      load_q_rows();
       produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
                                    k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
                                    col_idx + e_begin, n_entries, n_k, tid);
-    } else {  // tiles of consecutive rows: the copy engine, one thread
-      cp_async_wait<0>();
-      fence_proxy_async();
-      mbarrier_arrive(barrier(Q_FULL));
+    } else {  // tiles of consecutive rows: the copy engine, one thread, and Q_FULL's one arrival
+      if (pack == 1) {  // Q's rows are a head's tokens: its tile by the copy engine too, in flight beside K's
+        if (tid == 0) {
+          mbarrier_arrive_expect_tx(barrier(Q_FULL), TILE_BYTES<TILE_M, D>);
+          tma_load_tile<TILE_M, D>(sQ, &q_map, row0, h, b, barrier(Q_FULL));
+        }
+      } else {
+        load_q_rows();
+        cp_async_wait<0>();
+        fence_proxy_async();
+        named_barrier_sync(PRODUCER_BARRIER, 128);
+        if (tid == 0) mbarrier_arrive(barrier(Q_FULL));
+      }
       if (tid == 0) {
         produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries);
       }

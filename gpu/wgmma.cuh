@@ -185,10 +185,11 @@ enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BAR
 }  // namespace kv_stages
 
 // One thread, before the __syncthreads that publishes the barriers at shared address bars (8 bytes each).
-// full_arrivals: arrivals that fill a K or V stage, 128 producer threads (cp.async) or 1 (tma.cuh's copies).
-__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128) {
+// full_arrivals: arrivals that fill a K or V stage, 128 producer threads (cp.async) or 1 (tma.cuh's copies);
+// q_arrivals likewise for the query side.
+__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128, unsigned q_arrivals = 128) {
   using namespace kv_stages;
-  mbarrier_init(bars + 8 * Q_FULL, 128);
+  mbarrier_init(bars + 8 * Q_FULL, q_arrivals);
   for (int s = 0; s < 2; ++s) {
     mbarrier_init(bars + 8 * (K_FULL + s), full_arrivals);
     mbarrier_init(bars + 8 * (V_FULL + s), full_arrivals);

@@ -58,6 +58,9 @@ for splits in (None, 1, 5):
     maskattn.attention(q, k, v, masks.kv_cache(3, [n_k, 100], n_k=n_k), num_splits=splits)
     maskattn.attention(q, k, v, masks.from_dense(rng.random((3, n_k)) < 0.5), num_splits=splits)
     maskattn.attention(q[:, :, :1], k, v, num_splits=splits, cache_seqlens=lens)
+q = cp.asarray(rng.standard_normal((2, 8, 20, 128)).astype(np.float16))  # GQA packing onto the training tile (80 rows)
+k, v = (cp.asarray(rng.standard_normal((2, 2, n_k, 128)).astype(np.float16)) for _ in range(2))
+maskattn.attention(q, k, v, masks.kv_cache(20, [n_k, 100], n_k=n_k))
 for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on Hopper (64, 256), the mma.sync one
     q = cp.asarray(rng.standard_normal((1, 2, 150, D)).astype(np.float16))
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
