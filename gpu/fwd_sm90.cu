@@ -62,13 +62,14 @@ constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * D * 2;
 
-static_assert(PRODUCER_REGS<256> + 2 * CONSUMER_REGS<256> == 3 * 168 && PRODUCER_REGS<128> + 2 * CONSUMER_REGS<128> == 3 * 168,
+static_assert(PRODUCER_REGS<256> + 2 * CONSUMER_REGS<256> == 3 * 168 &&
+                  PRODUCER_REGS<128> + 2 * CONSUMER_REGS<128> == 3 * 168,
               "the budgets share the launch bound's registers");
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes after the tiles");
 
 }  // namespace sm90
 
-// sm90_smem_bytes in _cuda.py
+// sm90_smem_bytes in backends/cuda/kernels.py
 template <int D>
 constexpr int SM90_SMEM_BYTES =
     sm90::ALIGN + sm90::TILE_BYTES<sm90::TILE_M, D> + 4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 128;

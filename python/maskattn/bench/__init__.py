@@ -89,8 +89,8 @@ def add_arguments(p):
     p.add_argument("--backward", action="store_true", help="also time forward+backward")
     p.add_argument("--host", action="store_true", help="time only the plan compiler, on the CPU")
     p.add_argument("--cpu", action="store_true",
-                   help="the CPU kernels (NumPy float32) beside torch SDPA on the CPU with the dense mask and the float32 "
-                        "GEMM rate, fwd and fwd+bwd (n 4096 16384, H 8, D 64 unless given)")
+                   help="the CPU kernels (NumPy float32) beside torch SDPA on the CPU with the dense mask and the "
+                        "float32 GEMM rate, fwd and fwd+bwd (n 4096 16384, H 8, D 64 unless given)")
     p.add_argument("--sdpa", action="store_true",
                    help="GPU: maskattn.torch.scaled_dot_product_attention against SDPA with the same dense mask, "
                         "planned in every call (--backward: also the host plan's forward+backward)")

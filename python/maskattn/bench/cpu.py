@@ -1,5 +1,5 @@
-"""``python -m maskattn bench --cpu``: the CPU kernels (``backends.cpu``, NumPy float32) on every workload beside torch's
-SDPA on the CPU with the dense boolean mask (when torch is importable), forward and forward+backward, and the
+"""``python -m maskattn bench --cpu``: the CPU kernels (``backends.cpu``, NumPy float32) on every workload beside
+torch's SDPA on the CPU with the dense boolean mask (when torch is importable), forward and forward+backward, and the
 machine's dense float32 GEMM rate as the yardstick of what its cores can do.
 
 The targets of issue 20: maskattn's time at most 1.25 x (density x SDPA's time with the dense mask), and at most half
@@ -76,7 +76,8 @@ def run(args) -> list[dict]:
 
     gemm = gemm_gflops()
     print(f"CPU kernels: {kernels.best_isa()}, {threads} threads, tile {cpu.TILE}; float32 GEMM (NumPy's BLAS) "
-          f"{gemm:.0f} GFLOP/s" + (f"; torch {torch.__version__} with {torch.get_num_threads()} threads" if torch else "")
+          f"{gemm:.0f} GFLOP/s"
+          + (f"; torch {torch.__version__} with {torch.get_num_threads()} threads" if torch else "")
           + f"; {_load()}", flush=True)
     rows = []
     for n in ns:
