@@ -1,0 +1,38 @@
+"""Which CUDA kernel and tile serve each head dim (backends.cuda.kernels), checked on the host: no GPU needed."""
+
+import numpy as np
+import pytest
+
+from maskattn.backends.cuda import bwd, kernels
+
+
+@pytest.fixture
+def hopper(monkeypatch):
+    """kernels as on an H100 (compute capability 9.0), the wgmma kernels enabled."""
+    monkeypatch.setattr(kernels, "compute_capability", lambda device_id: "90")
+    monkeypatch.delenv("MASKATTN_SM90", raising=False)
+
+
+@pytest.mark.parametrize("head_dim", kernels.HEAD_DIMS)
+def test_the_training_tile_takes_the_wgmma_forward_where_it_exists(head_dim, hopper):
+    tile = kernels.tile_for(head_dim, np.float16, device=None)
+    assert kernels.uses_sm90(head_dim, tile, 0) == (head_dim in kernels.SM90_HEAD_DIMS)
+    assert bwd.uses_sm90(head_dim, tile, False, 0) == (head_dim in bwd.BWD_SM90_HEAD_DIMS)
+    if head_dim in kernels.SM90_HEAD_DIMS:
+        assert tile == (128, kernels.sm90_tile_n(head_dim))
+        # the launch with a node order asks for the producers' row tables on top
+        assert kernels.sm90_smem_bytes(head_dim) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+
+
+def test_other_tiles_and_the_switch_keep_the_mma_sync_forward(hopper, monkeypatch):
+    assert not kernels.uses_sm90(128, (128, 64), 0)  # fwd.cu's alternative tile at 128
+    assert not kernels.uses_sm90(256, (128, 128), 0)
+    assert not kernels.uses_sm90(128, kernels.tile_for(128, np.float16, device=None, rows=16), 0)  # decode
+    monkeypatch.setenv("MASKATTN_SM90", "0")
+    assert not kernels.uses_sm90(128, (128, 128), 0)
+
+
+def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
+    monkeypatch.setattr(kernels, "compute_capability", lambda device_id: "80")
+    assert not kernels.uses_sm90(128, (128, 128), 0)
+    assert not bwd.uses_sm90(128, (128, 128), True, 0)
