@@ -395,44 +395,23 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
                  : MASKATTN_WGMMA_ACC_N##N(d)                                                                         \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                                  \
   }
+// d = A B (scale_d 0) or d += A B (scale_d 1), A 64 x 16 and B 16 x N from shared memory: NAME, K-major (TA = TB =
+// 0) or both transposed (1: A M-major, B N-major, as the PTX ISA names it); its asm operands DA, DB (the
+// descriptors) and SCALE numbered after the N / 2 accumulator registers.
+#define MASKATTN_WGMMA_SS(TYPE, NAME, N, TA, TB, DA, DB, SCALE)                                                       \
+  static __device__ __forceinline__ void NAME(float (&d)[N / 8][4], unsigned long long desc_a,                        \
+                                             unsigned long long desc_b, int scale_d) {                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                                                 \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N##N            \
+                 "%" #DA ", %" #DB ", p, 1, 1, " #TA ", " #TB ";\n}\n"                                                \
+                 : MASKATTN_WGMMA_ACC_N##N(d)                                                                         \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
+  }
 #define MASKATTN_WGMMA_OPS(TYPE)                                                                                      \
-  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 128 from shared memory, K-major */             \
-  static __device__ __forceinline__ void ss_n128(float (&d)[16][4], unsigned long long desc_a,                        \
-                                                 unsigned long long desc_b, int scale_d) {                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                         \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N128               \
-                 "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                                      \
-                 : MASKATTN_WGMMA_ACC_N128(d)                                                                         \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
-  }                                                                                                                   \
-  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 and B 16 x 64 from shared memory, K-major */              \
-  static __device__ __forceinline__ void ss_n64(float (&d)[8][4], unsigned long long desc_a,                          \
-                                                unsigned long long desc_b, int scale_d) {                             \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                         \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
-                 "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                      \
-                 : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
-  }                                                                                                                   \
-  /* d = A B (scale_d 0) or d += A B (scale_d 1): A 64 x 16 M-major and B 16 x 64 N-major from shared memory */    \
-  /* (both transposed, as the PTX ISA names it) */                                                                   \
-  static __device__ __forceinline__ void ss_n64_tnsp(float (&d)[8][4], unsigned long long desc_a,                     \
-                                                     unsigned long long desc_b, int scale_d) {                        \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                         \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N64                 \
-                 "%32, %33, p, 1, 1, 1, 1;\n}\n"                                                                      \
-                 : MASKATTN_WGMMA_ACC_N64(d)                                                                          \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
-  }                                                                                                                   \
-  /* the same with B 16 x 32 */                                                                                       \
-  static __device__ __forceinline__ void ss_n32_tnsp(float (&d)[4][4], unsigned long long desc_a,                     \
-                                                     unsigned long long desc_b, int scale_d) {                        \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                         \
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " " MASKATTN_WGMMA_D_N32                 \
-                 "%16, %17, p, 1, 1, 1, 1;\n}\n"                                                                      \
-                 : MASKATTN_WGMMA_ACC_N32(d)                                                                          \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
-  }                                                                                                                   \
+  MASKATTN_WGMMA_SS(TYPE, ss_n128, 128, 0, 0, 64, 65, 66)                                                             \
+  MASKATTN_WGMMA_SS(TYPE, ss_n64, 64, 0, 0, 32, 33, 34)                                                               \
+  MASKATTN_WGMMA_SS(TYPE, ss_n64_tnsp, 64, 1, 1, 32, 33, 34)                                                          \
+  MASKATTN_WGMMA_SS(TYPE, ss_n32_tnsp, 32, 1, 1, 16, 17, 18)                                                          \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 64, 32, 33, 34, 35, 36, 37)                                                            \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 128, 64, 65, 66, 67, 68, 69)                                                           \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 192, 96, 97, 98, 99, 100, 101)                                                         \
@@ -453,6 +432,7 @@ struct Wgmma<bf16_t> {
 
 #undef MASKATTN_WGMMA_OPS
 #undef MASKATTN_WGMMA_RS_TNSP
+#undef MASKATTN_WGMMA_SS
 #undef MASKATTN_WGMMA_D_N256
 #undef MASKATTN_WGMMA_D_N192
 #undef MASKATTN_WGMMA_D_N128
