@@ -26,8 +26,12 @@
 //   bwd_dq_convert_sm90_kernel then scales and converts it. So S^T and dP^T are computed once per tile: five
 //   products where the two passes take seven.
 //
-// Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x D each) + two
-// stages of Q and dO (64 x D each) + (ATOMIC) two dS^T buffers (128 x 64) and two dQ halves (64 x D / 2 floats) +
+// Head dims 32 and 96 take the layout of 64 and 128, as in fwd_sm90.cu: the K-major products stop at column D, the
+// N-major ones (dV, dK, dQ) run at the padded width DS = SW128_COLUMNS<D>, whose extra columns are not stored (one
+// pass: the accumulator dq_accum has DS columns a row, the conversion reads D of them).
+//
+// Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x DS each) + two
+// stages of Q and dO (64 x DS each) + (ATOMIC) two dS^T buffers (128 x 64) and two dQ halves (64 x DS / 2 floats) +
 // two stages of the 64 LSE and delta values + 128 (step descriptions, mbarriers).
 //
 // bwd_dq_sm90_kernel: one CTA per (query block, head, batch) over the forward CSR, fwd_sm90.cu's structure (three
@@ -40,10 +44,10 @@
 //   scale_log2 - LSE), dS = P (dP - delta) packed to 16 bits as the register A operand of dQ += dS K, with K
 //   N-major (read transposed, as the forward reads V). The first half's dQ product runs under the second half's S
 //   and dP; V is released after the second half's dP, K after its dQ product.
-// Dynamic shared memory: BWD_DQ_SM90_SMEM_BYTES<D> = 1024 + 6 tiles of 128 x D elements (Q, dO, two K, two V) +
+// Dynamic shared memory: BWD_DQ_SM90_SMEM_BYTES<D> = 1024 + 6 tiles of 128 x DS elements (Q, dO, two K, two V) +
 // 128 (mbarriers).
 //
-// Template knobs: T (half_t | bf16_t), D (64 or 128), MASK, PERM, ATOMIC; the #ifndef defaults configure the
+// Template knobs: T (half_t | bf16_t), D (32, 64, 96 or 128), MASK, PERM, ATOMIC; the #ifndef defaults configure the
 // instantiations of a standalone nvcc -DMASKATTN_INSTANTIATE build (MASKATTN_ONE_PASS: ATOMIC).
 #include "bwd_common.cuh"
 #include "common.cuh"
@@ -92,15 +96,15 @@ constexpr int DQ_CONSUMER_REGS = 232;  // dQ accumulator (64 at D = 128), S and 
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
 template <int D>
-constexpr int KV_BYTES = TILE_N * D * 2;
+constexpr int KV_BYTES = TILE_N * SW128_COLUMNS<D> * 2;
 template <int D>
-constexpr int STEP_BYTES = BM * D * 2;
+constexpr int STEP_BYTES = BM * SW128_COLUMNS<D> * 2;
 constexpr int ROW_VALUES_BYTES = 2 * 2 * BM * 4;  // LSE and delta, two stages
 // one pass (ATOMIC): dS^T of a step, keys in rows and its BM queries in columns, two buffers; and each consumer's
 // half of the step's dQ columns in float32, in the accumulator's register order (DqChunk)
 constexpr int DS_BYTES = TILE_N * BM * 2;
 template <int D>
-constexpr int DQ_BYTES = BM * (D / 2) * 4;
+constexpr int DQ_BYTES = BM * (SW128_COLUMNS<D> / 2) * 4;
 
 // mbarriers: K and V landed; a stage's step landed; a stage released by both consumers
 enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, BARRIERS = 5 };
@@ -109,11 +113,12 @@ static_assert(2 * 16 + BARRIERS * 8 <= 128, "the step descriptions and mbarriers
 // Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads)
 constexpr int DS_READY = 6;
 
-// Where a consumer's half of a step's dQ lies in the float32 accumulator: chunk (2 * step + consumer) of BM x D / 2
-// floats, where step = (b * heads + h) * (n_q_pad / BM) + row / BM, written as the consumers hold it: the n8
-// fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4 (fragment rows 16 (c / 32) + (c % 32) / 4 and 8
-// more, columns 8 j + 2 (c % 4) and one more: bwd_dq_convert_sm90_kernel undoes it). One bulk reduction a chunk,
-// from shared memory written without bank conflicts.
+// Where a consumer's half of a step's dQ lies in the float32 accumulator (D: its columns a row, the kernels' padded
+// width DS): chunk (2 * step + consumer) of BM x D / 2 floats, where step = (b * heads + h) * (n_q_pad / BM) +
+// row / BM, written as the consumers hold it: the n8 fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4
+// (fragment rows 16 (c / 32) + (c % 32) / 4 and 8 more, columns 8 j + 2 (c % 4) and one more:
+// bwd_dq_convert_sm90_kernel undoes it). One bulk reduction a chunk, from shared memory written without bank
+// conflicts.
 template <int D>
 struct DqChunk {
   static constexpr int FLOATS = BM * (D / 2);
@@ -144,10 +149,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
                          const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
-  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(D == 32 || D == 64 || D == 96 || D == 128, "head dims 32 to 128");
   using Mma = Wgmma<T>;
+  constexpr int DS = SW128_COLUMNS<D>;  // dK's, dV's and dQ's columns in their products
   constexpr int NQ = BM / 8;   // n8 fragments of S^T and dP^T per warp (query columns)
-  constexpr int DB = D / 8;    // n8 fragments of dK and dV per warp
+  constexpr int DB = DS / 8;   // n8 fragments of dK and dV per warp
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
   constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>;
 
@@ -314,10 +320,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
-  // one pass: dQ (its D / 2 columns of this consumer) += dS K over the block's 128 keys, with dS^T (keys in rows, M
-  // contiguous) and K (N contiguous) read transposed; a k step moves 16 keys. This consumer's columns start in
-  // 64-column block (D / 2 consumer) / 64 of K, at element (D / 2 consumer) % 64 of its rows.
-  constexpr int HALF_D = D / 2;
+  // one pass: dQ (its DS / 2 columns of this consumer) += dS K over the block's 128 keys, with dS^T (keys in rows,
+  // M contiguous) and K (N contiguous) read transposed; a k step moves 16 keys. This consumer's columns start in
+  // 64-column block (DS / 2 consumer) / 64 of K, at element (DS / 2 consumer) % 64 of its rows.
+  constexpr int HALF_D = DS / 2;
   const unsigned long long dst_desc = sw128_desc(sdS, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long kt_desc =
       sw128_desc(sK + (HALF_D * consumer / 64) * TILE_N * SW128_BYTES + (HALF_D * consumer % 64) * 2,
@@ -392,7 +398,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        if constexpr (D == 128) {
+        if constexpr (DS == 128) {
           Mma::rs_n128_tnsp(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
         } else {
           Mma::rs_n64_tnsp(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
@@ -400,7 +406,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       }
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        if constexpr (D == 128) {
+        if constexpr (DS == 128) {
           Mma::rs_n128_tnsp(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
         } else {
           Mma::rs_n64_tnsp(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
@@ -417,7 +423,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < TILE_N / 16; ++kk) {
           const unsigned long long a = dst_desc + (ds_buffer >> 4) + key_step(kk), bk = kt_desc + key_step(kk);
-          if constexpr (D == 128) {
+          if constexpr (DS == 128) {
             Mma::ss_n64_tnsp(acc_dq, a, bk, kk > 0);
           } else {
             Mma::ss_n32_tnsp(acc_dq, a, bk, kk > 0);
@@ -445,7 +451,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         fence_proxy_async();
         named_barrier_sync(1 + consumer, 128);
         if (ctid == 0) {
-          bulk_reduce_add_f32(dq_accum + DqChunk<D>::offset(2ll * here.y + consumer, 0, 0), chunk, DQ_BYTES<D>);
+          bulk_reduce_add_f32(dq_accum + DqChunk<DS>::offset(2ll * here.y + consumer, 0, 0), chunk, DQ_BYTES<D>);
           bulk_commit();
         }
       }
@@ -475,12 +481,13 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
     int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
   using namespace sm90_bwd;
   constexpr int CHUNKS = D / 8;  // of 8 elements, per row
+  constexpr int DS = SW128_COLUMNS<D>, HALF_D = DS / 2;  // the accumulator's columns, and a DqChunk's
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const long long idx = (long long)blockIdx.x * CONVERT_THREADS + threadIdx.x;
   const int row = idx / CHUNKS, col = idx % CHUNKS * 8;
   if (row >= n_q) return;
   const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
-  const float* src = dq_accum + DqChunk<D>::offset(2 * step + col / (D / 2), row % BM, col % (D / 2));
+  const float* src = dq_accum + DqChunk<DS>::offset(2 * step + col / HALF_D, row % BM, col % HALF_D);
   unsigned packed[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 floats on
@@ -498,11 +505,12 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   using namespace kv_stages;
-  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(D == 32 || D == 64 || D == 96 || D == 128, "head dims 32 to 128");
   using Mma = Wgmma<T>;
   constexpr int HALF = TILE_N / 2;  // keys per half of a key block
   constexpr int NK = HALF / 8;      // n8 fragments of a half's S and dP per warp
-  constexpr int DB = D / 8;         // n8 fragments of dQ per warp
+  constexpr int DS = SW128_COLUMNS<D>;  // dQ's columns in its product
+  constexpr int DB = DS / 8;        // n8 fragments of dQ per warp
   constexpr int KS = HALF / 16;     // k16 steps of dS K per half
   constexpr int TILE = KV_BYTES<D>;
 
@@ -620,7 +628,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
         const unsigned long long desc = kt_desc + kv_half + ((kk * 16 * SW128_BYTES) >> 4);
-        if constexpr (D == 128) {
+        if constexpr (DS == 128) {
           Mma::rs_n128_tnsp(acc_dq, ds[kk], desc);
         } else {
           Mma::rs_n64_tnsp(acc_dq, ds[kk], desc);

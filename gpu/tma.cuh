@@ -61,14 +61,14 @@ __device__ __forceinline__ void bulk_wait() {
 }
 
 // Rows [row0, row0 + ROWS) of head h of batch b into the swizzled tile at shared address s_tile (1024-byte aligned),
-// one box per 64-column block; the copies complete ROWS * D * 2 bytes on the barrier.
+// one box per 64-column block; the copies complete ROWS * SW128_COLUMNS<D> * 2 bytes on the barrier (columns past D
+// arrive as zeros).
 template <int ROWS, int D>
 __device__ __forceinline__ void tma_load_tile(unsigned s_tile, const TensorMap* map, int row0, int h, int b,
                                               unsigned bar) {
-  static_assert(D % 64 == 0, "whole 64-column blocks");
   const unsigned long long desc = reinterpret_cast<unsigned long long>(map);
 #pragma unroll
-  for (int cb = 0; cb < D / 64; ++cb) {
+  for (int cb = 0; cb < SW128_COLUMNS<D> / 64; ++cb) {
     asm volatile(
         "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
         "[%6];" ::"r"(s_tile + cb * ROWS * SW128_BYTES),
@@ -86,7 +86,7 @@ __device__ __forceinline__ void produce_kv_stages_tma(unsigned bars, unsigned sK
                                                       const TensorMap* v_map, int h, int b,
                                                       const int* __restrict__ blocks, int n_entries) {
   using namespace kv_stages;
-  constexpr unsigned TILE = TILE_N * D * 2;
+  constexpr unsigned TILE = TILE_N * SW128_COLUMNS<D> * 2;
   int n_block = n_entries > 0 ? blocks[0] : 0;
 #pragma unroll 1
   for (int i = 0; i < n_entries; ++i) {

@@ -3,9 +3,9 @@
 // kernels, A operands packed from accumulators, a listed tile's masks, the epilogue's staged stores. Like
 // common.cuh, no CUDA headers: NVRTC and nvcc compile it alike.
 //
-// Shared tiles for wgmma: a tile of ROWS rows x D 16-bit elements (D a multiple of 64) is D / 64 column blocks of
-// ROWS x 128 bytes, 1024-byte aligned; inside a block, the 16-byte chunk c of row r sits at chunk c ^ (r % 8) (the
-// hardware's 128-byte swizzle, so that one descriptor covers 8-row groups 1024 bytes apart). Rows are K-major for
+// Shared tiles for wgmma: a tile of ROWS rows x D 16-bit elements is D / 64 column blocks (rounded up:
+// SW128_COLUMNS) of ROWS x 128 bytes, 1024-byte aligned; inside a block, the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8) (the hardware's 128-byte swizzle, so that one descriptor covers 8-row groups 1024 bytes apart). Rows are K-major for
 // Q and K (a wgmma k step of 16 elements is a 32-byte offset inside the block) and N-major for V; the backward reads
 // its Q and dO tiles both ways (K-major for S^T = K Q^T and dP^T = V dO^T, N-major for dK += dS^T Q and dV += P^T dO).
 #pragma once
@@ -16,6 +16,12 @@
 namespace maskattn {
 
 constexpr int SW128_BYTES = 128;  // bytes of one swizzled row of a 64-column block
+
+// Columns a tile of D columns takes in shared memory: whole 64-column blocks. At D = 32 and 96 the last block's upper
+// 32 columns hold zeros (the copy engine's fill past D) or stale bytes (cp.async writes D columns only); the K-major
+// products stop at column D, and an N-major product over them (P V) only fills accumulator columns nobody stores.
+template <int D>
+constexpr int SW128_COLUMNS = (D + 63) / 64 * 64;
 
 // Byte offset of 16-byte chunk `chunk` (8 elements) of row `row` in a ROWS-row swizzled tile.
 template <int ROWS>
@@ -208,7 +214,7 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
                                                   long long k_sn, long long v_sn, const int* perm, int* row_table,
                                                   const int* __restrict__ blocks, int n_entries, int n_k, int tid) {
   using namespace kv_stages;
-  constexpr int TILE = TILE_N * D * 2;
+  constexpr int TILE = TILE_N * SW128_COLUMNS<D> * 2;
   auto announce_previous = [&](int bar) {
     cp_async_wait<1>();
     fence_proxy_async();

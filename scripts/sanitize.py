@@ -4,9 +4,9 @@
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the runs; on
-Hopper, head dims 64 and 128 take the wgmma forward, dK/dV and dQ kernels, 192 and 256 the wgmma forward (128 x 64
-tiles) and the mma.sync backward, 96 the mma.sync ones, and the atomic cases the one-pass wgmma kernel, and the
-mma.sync dK/dV kernel with atomic dQ at 96); plans in an order of their own, of intervals and of bits (rows gathered
+Hopper, head dims 32 to 128 take the wgmma forward, dK/dV and dQ kernels (32 and 96 at the layouts of 64 and 128),
+192 and 256 the wgmma forward (128 x 64 tiles) and the mma.sync backward, and the atomic cases the one-pass wgmma
+kernel, and the mma.sync dK/dV kernel with atomic dQ at 192); plans in an order of their own, of intervals and of bits (rows gathered
 through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key
 bounds, cache_seqlens, also on the training tile); and the plans of dense masks built on the GPU
@@ -28,12 +28,14 @@ cases = [
     ("none", None, np.float16, 64),
     ("intervals", masks.causal(n_q, n_k), np.dtype(ml_dtypes.bfloat16), 64),
     ("bits", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 128),
-    ("intervals, head dim 96 (the mma.sync forward on Hopper)", masks.causal(n_q, n_k), np.float16, 96),
+    ("intervals, head dim 96", masks.causal(n_q, n_k), np.float16, 96),
+    ("bits, head dim 32", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 32),
     ("bits, one pass (atomic dQ)", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 128),
-    ("intervals, head dim 96, atomic dQ (mma.sync)", masks.causal(n_q, n_k), np.float16, 96),
+    ("intervals, head dim 96, one pass (atomic dQ)", masks.causal(n_q, n_k), np.float16, 96),
+    ("intervals, head dim 192, atomic dQ (mma.sync)", masks.causal(n_q, n_k), np.float16, 192),
     ("none, one pass (atomic dQ)", None, np.dtype(ml_dtypes.bfloat16), 64),
     ("perm, intervals", dilated, np.dtype(ml_dtypes.bfloat16), 128),
-    ("perm, intervals, head dim 96 (mma.sync)", dilated, np.float16, 96),
+    ("perm, intervals, head dim 96", dilated, np.float16, 96),
     ("perm, intervals, atomic dQ", dilated, np.float16, 64),
     ("perm, bits", graph, np.dtype(ml_dtypes.bfloat16), 128),
     ("bits, head dim 256", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 256),
@@ -61,7 +63,7 @@ for splits in (None, 1, 5):
 q = cp.asarray(rng.standard_normal((2, 8, 20, 128)).astype(np.float16))  # GQA packing onto the training tile (80 rows)
 k, v = (cp.asarray(rng.standard_normal((2, 2, n_k, 128)).astype(np.float16)) for _ in range(2))
 maskattn.attention(q, k, v, masks.kv_cache(20, [n_k, 100], n_k=n_k))
-for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on Hopper (64, 256), the mma.sync one
+for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on Hopper
     q = cp.asarray(rng.standard_normal((1, 2, 150, D)).astype(np.float16))
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
     maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)

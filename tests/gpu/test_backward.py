@@ -5,8 +5,8 @@ a seed of its own, runs the float64 reference forward and backward (``maskattn._
 copies of them, hands the GPU backward the reference's out (rounded to the input dtype) and LSE (float32), poisons
 dq, dk and dv with NaN so an unwritten element fails, and compares each gradient by relative L2 error. Rows that see
 no key and keys that no row of a KV head's query heads sees must get exactly zero gradients. Where the backward
-runs the wgmma kernels (bwd_sm90.cu's dK/dV and dQ: Hopper, head dims 64 and 128, deterministic), every check is
-made on the mma.sync kernels too (MASKATTN_SM90=0), on the same inputs.
+runs the wgmma kernels (bwd_sm90.cu: Hopper, head dims 32 to 128), every check is made on the mma.sync kernels too
+(MASKATTN_SM90=0), on the same inputs.
 """
 
 import numpy as np
@@ -100,6 +100,14 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
 def test_family(family, dtype_name, rng):
     """GQA (8 query heads on 2 KV heads), n_q = 1000, n_k = 1537 where the family allows, head dim 128."""
     _run(FAMILIES[family](rng), rng, dtype_name)
+
+
+@pytest.mark.parametrize("head_dim, dtype_name, deterministic", [(32, "float16", True), (96, "bfloat16", False)])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_padded_head_dims(family, head_dim, dtype_name, deterministic, rng):
+    """Head dims 32 and 96, which the wgmma kernels run at the shared layout of 64 and 128 (columns past the head
+    dim computed and not stored), two passes and one (dQ accumulated at the padded width)."""
+    _run(FAMILIES[family](rng), rng, dtype_name, head_dim, deterministic=deterministic)
 
 
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])

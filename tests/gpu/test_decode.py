@@ -104,7 +104,7 @@ def test_up_to_32_splits_every_head_dim(head_dim, rng):
 
 
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
 @pytest.mark.parametrize("n_q", [1, 3, 16, 40])
 def test_gqa_packing(n_q, head_dim, dtype_name, rng):
     """Query heads of one KV head packed token-major into one tile, over a cache with per-sample lengths."""
@@ -191,6 +191,7 @@ def test_rejects_bad_split_and_pack(rng):
     (128, 8, 1, None, None), (64, 8, 1, None, 3), (128, 32, 1, "causal", 16), (96, 4, 3, "causal", None),
     # 100 rows and more: the training tile, which Hopper runs on the wgmma kernel (rows with a gap: the window's sinks)
     (128, 8, 100, "window", None), (128, 8, 100, "window", 4), (64, 8, 150, None, None), (256, 4, 200, "causal", 3),
+    (96, 8, 130, "window", 2), (32, 4, 100, None, None),
 ])
 def test_cache_seqlens_bound_the_keys(head_dim, Hk, n_q, mask, num_splits, rng):
     """cache_seqlens (per-sample key counts the kernel reads at run time) against the float64 reference of

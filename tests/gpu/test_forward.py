@@ -51,10 +51,12 @@ def test_family(family, rng):
     _run(FAMILIES[family](rng), rng)
 
 
-@pytest.mark.parametrize("head_dim, dtype_name", [(192, "float16"), (256, "bfloat16")])
+@pytest.mark.parametrize("head_dim, dtype_name", [(32, "float16"), (96, "bfloat16"), (192, "float16"),
+                                                  (256, "bfloat16")])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_wide_heads(family, head_dim, dtype_name, rng):
-    """Head dims 192 and 256 (128 x 64 tiles): the wgmma kernel on Hopper, the mma.sync one elsewhere."""
+def test_family_other_head_dims(family, head_dim, dtype_name, rng):
+    """Head dims 32 and 96 (at the shared layout of 64 and 128) and 192 and 256 (128 x 64 tiles): the wgmma kernel
+    on Hopper, the mma.sync one elsewhere."""
     plan = _run(FAMILIES[family](rng), rng, dtype_name, head_dim, B=1, Hk=4)
     if kernels.compute_capability(cp.cuda.Device().id) == "90" and kernels.sm90_enabled():
         assert kernels.uses_sm90(head_dim, plan.tile, cp.cuda.Device().id)

@@ -6,12 +6,12 @@ This module owns the backward kernels' configurations (:func:`bwd_config`, :func
 the outputs and float32 scratch, and launches, in order: the preprocess (delta = rowsum(dO * O), LSE in log2 units),
 the column-parallel dK/dV kernel over the plan's backward CSR, and either the deterministic dQ kernel over the
 forward CSR (default) or, with ``deterministic=False``, float32 atomics into a dQ accumulator from the dK/dV kernel
-followed by a conversion. On Hopper (compute capability 9.0), at head dims 64 and 128 with the 128 x 128 training
-tile, the kernels of ``bwd_sm90.cu`` run instead (wgmma, a producer warpgroup fed by the copy engine and two
-consumers, compiled for ``sm_90a`` by :func:`.kernels.sm90_function`): deterministic, the dK/dV and dQ passes; with
-``deterministic=False`` one pass whose dK/dV kernel also adds each step's dQ into a float32 accumulator by bulk
-reductions, then the conversion. ``MASKATTN_SM90=0`` in the environment keeps the mma.sync kernels, as for the
-forward.
+followed by a conversion. On Hopper (compute capability 9.0), at head dims 32 to 128 with the 128 x 128 training
+tile (32 and 96 at the layouts of 64 and 128), the kernels of ``bwd_sm90.cu`` run instead (wgmma, a producer
+warpgroup fed by the copy engine and two consumers, compiled for ``sm_90a`` by :func:`.kernels.sm90_function`):
+deterministic, the dK/dV and dQ passes; with ``deterministic=False`` one pass whose dK/dV kernel also adds each
+step's dQ into a float32 accumulator by bulk reductions, then the conversion. ``MASKATTN_SM90=0`` in the environment
+keeps the mma.sync kernels, as for the forward.
 
 The backward reads the same plan as the forward (``kernels.tile_for``): it steps through the plan's query blocks BM rows
 at a time and through its key blocks BN keys at a time, so no second plan is compiled. Plans, sources, dtype rules,
@@ -28,7 +28,7 @@ import numpy as np
 
 from ...plan import BlockMask
 from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, kernel_source, nvrtc_options, sm90_function,
-                      smem_optin, source_dir)
+                      smem_optin, source_dir, sw128_columns)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
@@ -81,23 +81,25 @@ def bwd_smem_bytes(head_dim: int, tile, deterministic: bool = True) -> tuple[int
 def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
     """BWD_SM90_SMEM_BYTES<D, ATOMIC> of bwd_sm90.cu: alignment slack, K and V, two stages of Q and dO (64 rows each),
     in one pass two buffers of dS^T (128 x 64) and the consumers' float32 halves of a step's dQ (64 x D / 2 each),
-    two stages of the 64 LSE and delta values, the step descriptions and mbarriers."""
-    one_pass_bytes = 2 * 128 * 64 * 2 + 2 * 64 * (head_dim // 2) * 4 if one_pass else 0
-    return 1024 + (2 * 128 + 4 * 64) * head_dim * 2 + one_pass_bytes + 2 * 2 * 64 * 4 + 128
+    two stages of the 64 LSE and delta values, the step descriptions and mbarriers (D: the tiles' padded width,
+    sw128_columns)."""
+    width = sw128_columns(head_dim)
+    one_pass_bytes = 2 * 128 * 64 * 2 + 2 * 64 * (width // 2) * 4 if one_pass else 0
+    return 1024 + (2 * 128 + 4 * 64) * width * 2 + one_pass_bytes + 2 * 2 * 64 * 4 + 128
 
 
 def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
     """BWD_DQ_SM90_SMEM_BYTES<D> of bwd_sm90.cu: alignment slack, Q, dO and two stages of K and V (128 rows each),
     the mbarriers."""
-    return 1024 + 6 * 128 * head_dim * 2 + 128
+    return 1024 + 6 * 128 * sw128_columns(head_dim) * 2 + 128
 
 
-BWD_SM90_HEAD_DIMS = (64, 128)  # bwd_sm90.cu's instantiations; other head dims run bwd.cu
+BWD_SM90_HEAD_DIMS = (32, 64, 96, 128)  # bwd_sm90.cu's instantiations; other head dims run bwd.cu
 
 
 def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
     """Whether this backward runs the wgmma kernels of bwd_sm90.cu (the two passes where ``deterministic``, else the
-    one pass with dQ by bulk reductions): at head dims 64 and 128 where the forward runs fwd_sm90.cu."""
+    one pass with dQ by bulk reductions): at head dims up to 128 where the forward runs fwd_sm90.cu."""
     return head_dim in BWD_SM90_HEAD_DIMS and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
@@ -247,9 +249,10 @@ class _BackwardLaunch:
             n_q_pad = plan.n_mblocks * tile[0]
             # lse_log2 and delta, then (atomic dQ) the float32 dQ accumulator, zeroed before each launch
             self.scratch_shapes = [(B * H, n_q_pad), (B * H, n_q_pad)]
-            if not deterministic:
-                self.scratch_shapes.append((B * H, n_q_pad, head_dim))
-                self.accum_bytes = B * H * n_q_pad * head_dim * 4
+            if not deterministic:  # bwd_sm90.cu's rows of whole 64-column blocks (garbage past head_dim)
+                width = sw128_columns(head_dim) if sm90 else head_dim
+                self.scratch_shapes.append((B * H, n_q_pad, width))
+                self.accum_bytes = B * H * n_q_pad * width * 4
             group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
             # bwd_sm90.cu's tensor maps (tma.cuh): Q and dO in steps of 64 rows, K and V in key blocks; plans with a
             # node order gather rows and take none

@@ -5,7 +5,7 @@ tables), the kernels' names as C++ templates, and their compilation: NVRTC build
 (``importlib.resources``, ``-I`` the source folder), one ``RawModule`` per configuration with an explicit name
 expression, memoised per (kernel, dtype, head dim, tile, mask mode, device); CuPy compiles for the device's own
 architecture (``-arch=sm_90`` on an H100) and keeps the cubins in its on-disk cache. On Hopper (compute capability
-9.0) the forward at head dims 64, 128, 192 and 256 with the training tile runs ``fwd_sm90.cu`` instead (wgmma, a
+9.0) the forward at every head dim with the training tile runs ``fwd_sm90.cu`` instead (wgmma, a
 producer warpgroup and two consumers), which needs the ``sm_90a`` target: CuPy always adds its own ``-arch``, so
 that one is compiled by NVRTC directly, once per process (about a second per configuration). ``MASKATTN_SM90=0`` in
 the environment keeps the mma.sync kernel. CuPy is imported on first use, so ``maskattn`` imports without it.
@@ -47,7 +47,7 @@ DECODE_CONFIGS = ((16, 128, 8, 3), (16, 128, 8, 2), (64, 64, 4, 2))
 DECODE_ROWS = max(config[0] for config in DECODE_CONFIGS)
 MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
 SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
-SM90_HEAD_DIMS = (64, 128, 192, 256)  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n(head_dim) tiles
+SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n(head_dim) tiles
 SM90_THREADS = 384  # sm90::THREADS: one producer and two consumer warpgroups
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CUfunction_attribute in cuda.h
 MASK_MODES = {"none": "MASK_NONE", "intervals": "MASK_INTERVALS", "bits": "MASK_BITS"}
@@ -217,9 +217,15 @@ def compute_capability(device_id: int) -> str:
     return import_cupy().cuda.Device(device_id).compute_capability
 
 
+def sw128_columns(head_dim: int) -> int:
+    """SW128_COLUMNS<D> of wgmma.cuh: the columns a row of the Hopper kernels' shared tiles takes (whole 64-column
+    blocks: 64 at head dim 32, 128 at 96)."""
+    return -(-head_dim // 64) * 64
+
+
 def sm90_smem_bytes(head_dim: int) -> int:
     """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q and two stages of K and V, the mbarriers."""
-    return 1024 + (128 + 4 * sm90_tile_n(head_dim)) * head_dim * 2 + 128
+    return 1024 + (128 + 4 * sm90_tile_n(head_dim)) * sw128_columns(head_dim) * 2 + 128
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
