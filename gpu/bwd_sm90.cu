@@ -26,9 +26,9 @@
 //   bwd_dq_convert_sm90_kernel then scales and converts it. So S^T and dP^T are computed once per tile: five
 //   products where the two passes take seven.
 //
-// Head dims 32 and 96 take the layout of 64 and 128, as in fwd_sm90.cu: the K-major products stop at column D, the
-// N-major ones (dV, dK, dQ) run at the padded width DS = SW128_COLUMNS<D>, whose extra columns are not stored (one
-// pass: the accumulator dq_accum has DS columns a row, the conversion reads D of them).
+// Head dims 32 and 96 take the shared layout of 64 and 128, as in fwd_sm90.cu (DS = SW128_COLUMNS<D> columns); the
+// products stop at column D but for the one pass's dQ halves, which split DS (the accumulator dq_accum has DS
+// columns a row, the conversion reads D of them).
 //
 // Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x DS each) + two
 // stages of Q and dO (64 x DS each) + (ATOMIC) two dS^T buffers (128 x 64) and two dQ halves (64 x DS / 2 floats) +
@@ -151,9 +151,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   using namespace sm90_bwd;
   static_assert(D == 32 || D == 64 || D == 96 || D == 128, "head dims 32 to 128");
   using Mma = Wgmma<T>;
-  constexpr int DS = SW128_COLUMNS<D>;  // dK's, dV's and dQ's columns in their products
+  constexpr int DS = SW128_COLUMNS<D>;  // columns of the shared tiles, and (one pass) of dQ's products
   constexpr int NQ = BM / 8;   // n8 fragments of S^T and dP^T per warp (query columns)
-  constexpr int DB = DS / 8;   // n8 fragments of dK and dV per warp
+  constexpr int DB = D / 8;    // n8 fragments of dK and dV per warp
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
   constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>;
 
@@ -397,21 +397,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       pack_a_operand<T>(ds, dp);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < KS; ++kk) {
-        if constexpr (DS == 128) {
-          Mma::rs_n128_tnsp(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
-        } else {
-          Mma::rs_n64_tnsp(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
-        }
-      }
+      for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
 #pragma unroll
-      for (int kk = 0; kk < KS; ++kk) {
-        if constexpr (DS == 128) {
-          Mma::rs_n128_tnsp(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
-        } else {
-          Mma::rs_n64_tnsp(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
-        }
-      }
+      for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
       wgmma_commit();
       float acc_dq[HALF_D / 8][4];
       if constexpr (ATOMIC) {
@@ -509,8 +497,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   using Mma = Wgmma<T>;
   constexpr int HALF = TILE_N / 2;  // keys per half of a key block
   constexpr int NK = HALF / 8;      // n8 fragments of a half's S and dP per warp
-  constexpr int DS = SW128_COLUMNS<D>;  // dQ's columns in its product
-  constexpr int DB = DS / 8;        // n8 fragments of dQ per warp
+  constexpr int DB = D / 8;         // n8 fragments of dQ per warp
   constexpr int KS = HALF / 16;     // k16 steps of dS K per half
   constexpr int TILE = KV_BYTES<D>;
 
@@ -627,12 +614,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        const unsigned long long desc = kt_desc + kv_half + ((kk * 16 * SW128_BYTES) >> 4);
-        if constexpr (DS == 128) {
-          Mma::rs_n128_tnsp(acc_dq, ds[kk], desc);
-        } else {
-          Mma::rs_n64_tnsp(acc_dq, ds[kk], desc);
-        }
+        wgmma_rs_tnsp<T>(acc_dq, ds[kk], kt_desc + kv_half + ((kk * 16 * SW128_BYTES) >> 4));
       }
       wgmma_commit();
     }

@@ -17,9 +17,8 @@
 //   the two consumers take turns issuing (FlashAttention-3's ping-pong), so one's softmax runs under the other's
 //   products (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel was built).
 //
-// Head dims 32 and 96 take the layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks): S = Q K^T
-// stops at column D, and P V runs at the padded width (a wgmma's N-major operand spans whole swizzle blocks), whose
-// extra accumulator columns are not stored; so D = 96 does 17% more tensor-core work than it needs, D = 32 50%.
+// Head dims 32 and 96 take the shared layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks,
+// the last one half used); the products stop at column D.
 //
 // Dynamic shared memory: SM90_SMEM_BYTES<D> = 1024 (alignment slack) + Q (128 x DS elements, DS = SW128_COLUMNS<D>)
 // + two stages each of K and V (TILE_N<D> x DS) + 128 (mbarriers). Template knobs: T (half_t | bf16_t), D (32, 64,
@@ -89,9 +88,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
   using Mma = Wgmma<T>;
   constexpr int TILE_N = sm90::TILE_N<D>;
-  constexpr int DS = SW128_COLUMNS<D>;  // O's columns in the P V product
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
-  constexpr int DB = DS / 8;      // n8 fragments of O per warp
+  constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V
   constexpr int TILE = TILE_BYTES<TILE_N, D>;  // a stage of K or V
 
@@ -200,16 +198,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
-      const unsigned long long desc = v_desc + ((stage * TILE + kk * 16 * SW128_BYTES) >> 4);
-      if constexpr (DS == 64) {
-        Mma::rs_n64_tnsp(acc_o, p[kk], desc);
-      } else if constexpr (DS == 128) {
-        Mma::rs_n128_tnsp(acc_o, p[kk], desc);
-      } else if constexpr (DS == 192) {
-        Mma::rs_n192_tnsp(acc_o, p[kk], desc);
-      } else {
-        Mma::rs_n256_tnsp(acc_o, p[kk], desc);
-      }
+      wgmma_rs_tnsp<T>(acc_o, p[kk], v_desc + ((stage * TILE + kk * 16 * SW128_BYTES) >> 4));
     }
     wgmma_commit();
   };
@@ -307,7 +296,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     if (num_splits > 1) {
       float* part = o_part + (cta * rows + r) * D + 2 * t_lane;
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
+      for (int j = 0; j < DB; ++j) {
         *reinterpret_cast<float2*>(part + 8 * j) =
             make_float2(acc_o[j][2 * half] * inv_sum[half], acc_o[j][2 * half + 1] * inv_sum[half]);
       }

@@ -358,6 +358,7 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
       "+f"(d[j + 2][3]), "+f"(d[j + 3][0]), "+f"(d[j + 3][1]), "+f"(d[j + 3][2]), "+f"(d[j + 3][3])
 #define MASKATTN_WGMMA_ACC_N32(d) MASKATTN_WGMMA_ACC_X4(d, 0)
 #define MASKATTN_WGMMA_ACC_N64(d) MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4)
+#define MASKATTN_WGMMA_ACC_N96(d) MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8)
 #define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
   MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8), MASKATTN_WGMMA_ACC_X4(d, 12)
 #define MASKATTN_WGMMA_ACC_N192(d)                                                                                    \
@@ -368,6 +369,10 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
 #define MASKATTN_WGMMA_D_N64                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+#define MASKATTN_WGMMA_D_N96                                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
 #define MASKATTN_WGMMA_D_N128                                                                                         \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
@@ -418,7 +423,9 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   MASKATTN_WGMMA_SS(TYPE, ss_n64, 64, 0, 0, 32, 33, 34)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n64_tnsp, 64, 1, 1, 32, 33, 34)                                                          \
   MASKATTN_WGMMA_SS(TYPE, ss_n32_tnsp, 32, 1, 1, 16, 17, 18)                                                          \
+  MASKATTN_WGMMA_RS_TNSP(TYPE, 32, 16, 17, 18, 19, 20, 21)                                                            \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 64, 32, 33, 34, 35, 36, 37)                                                            \
+  MASKATTN_WGMMA_RS_TNSP(TYPE, 96, 48, 49, 50, 51, 52, 53)                                                            \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 128, 64, 65, 66, 67, 68, 69)                                                           \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 192, 96, 97, 98, 99, 100, 101)                                                         \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 256, 128, 129, 130, 131, 132, 133)
@@ -442,13 +449,37 @@ struct Wgmma<bf16_t> {
 #undef MASKATTN_WGMMA_D_N256
 #undef MASKATTN_WGMMA_D_N192
 #undef MASKATTN_WGMMA_D_N128
+#undef MASKATTN_WGMMA_D_N96
 #undef MASKATTN_WGMMA_D_N64
 #undef MASKATTN_WGMMA_D_N32
 #undef MASKATTN_WGMMA_ACC_N256
 #undef MASKATTN_WGMMA_ACC_N192
 #undef MASKATTN_WGMMA_ACC_N128
+#undef MASKATTN_WGMMA_ACC_N96
 #undef MASKATTN_WGMMA_ACC_N64
 #undef MASKATTN_WGMMA_ACC_N32
 #undef MASKATTN_WGMMA_ACC_X4
+
+// d += A B with B N-major (Wgmma<T>::rs_nN_tnsp) at the N of d (NB n8 fragments): N = 32 to 256 in steps of 32 but
+// 160 and 224. B's tile has whole 64-column blocks (SW128_COLUMNS); at N = 32 and 96 the product reads the first
+// half of the last one.
+template <typename T, int NB>
+__device__ __forceinline__ void wgmma_rs_tnsp(float (&d)[NB][4], const unsigned (&a)[4], unsigned long long desc_b) {
+  using Mma = Wgmma<T>;
+  if constexpr (NB == 4) {
+    Mma::rs_n32_tnsp(d, a, desc_b);
+  } else if constexpr (NB == 8) {
+    Mma::rs_n64_tnsp(d, a, desc_b);
+  } else if constexpr (NB == 12) {
+    Mma::rs_n96_tnsp(d, a, desc_b);
+  } else if constexpr (NB == 16) {
+    Mma::rs_n128_tnsp(d, a, desc_b);
+  } else if constexpr (NB == 24) {
+    Mma::rs_n192_tnsp(d, a, desc_b);
+  } else {
+    static_assert(NB == 32, "N = 32, 64, 96, 128, 192 or 256");
+    Mma::rs_n256_tnsp(d, a, desc_b);
+  }
+}
 
 }  // namespace maskattn
