@@ -98,7 +98,7 @@ def backward_rows(rng):
             fwd = median_ms(lambda: cuda.forward(q, k, v, plan, D ** -0.5, out=out), reps=10)
             run = lambda: cuda.backward(do, q, k, v, out, lse, plan, D ** -0.5, det)  # noqa: E731
             bwd = median_ms(run, reps=10)
-            wgmma = cuda_bwd.uses_sm90(D, plan.tile, det, device)
+            wgmma = cuda_bwd.uses_sm90(D, plan.tile, device)
             label = ("wgmma" if wgmma else "mma.sync") + ("" if det else " one pass" if wgmma else " atomic dQ")
             rows.append((f"{name} D={D}", label, fwd, bwd, flops / fwd / 1e9, 2.5 * flops / bwd / 1e9,
                          3.5 * flops / (fwd + bwd) / 1e9))

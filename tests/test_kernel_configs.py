@@ -17,7 +17,7 @@ def hopper(monkeypatch):
 def test_the_training_tile_takes_the_wgmma_forward_where_it_exists(head_dim, hopper):
     tile = kernels.tile_for(head_dim, np.float16, device=None)
     assert kernels.uses_sm90(head_dim, tile, 0) == (head_dim in kernels.SM90_HEAD_DIMS)
-    assert bwd.uses_sm90(head_dim, tile, False, 0) == (head_dim in bwd.BWD_SM90_HEAD_DIMS)
+    assert bwd.uses_sm90(head_dim, tile, 0) == (head_dim in bwd.BWD_SM90_HEAD_DIMS)
     if head_dim in kernels.SM90_HEAD_DIMS:
         assert tile == (128, kernels.sm90_tile_n(head_dim))
         # the launch with a node order asks for the producers' row tables on top
@@ -35,4 +35,4 @@ def test_other_tiles_and_the_switch_keep_the_mma_sync_forward(hopper, monkeypatc
 def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
     monkeypatch.setattr(kernels, "compute_capability", lambda device_id: "80")
     assert not kernels.uses_sm90(128, (128, 128), 0)
-    assert not bwd.uses_sm90(128, (128, 128), True, 0)
+    assert not bwd.uses_sm90(128, (128, 128), 0)

@@ -78,7 +78,7 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
     ref = reference.backward(do64, q64, k64, v64, out64, lse64, plan, scale)
     _, out = _make(rng, q.shape, dtype, layout, values=out64)
     lse = cp.asarray(lse64.astype(np.float32))
-    wgmma = cuda_bwd.uses_sm90(head_dim, plan.tile, deterministic, cp.cuda.Device().id)
+    wgmma = cuda_bwd.uses_sm90(head_dim, plan.tile, cp.cuda.Device().id)
     # the mma.sync kernels first where the default is the wgmma ones, so that the default's gradients are returned
     for kernel in ("mma.sync", "wgmma") if wgmma else ("",):
         with pytest.MonkeyPatch.context() as env:

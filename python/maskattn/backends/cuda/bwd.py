@@ -97,9 +97,9 @@ def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
 BWD_SM90_HEAD_DIMS = (32, 64, 96, 128)  # bwd_sm90.cu's instantiations; other head dims run bwd.cu
 
 
-def uses_sm90(head_dim: int, tile, deterministic: bool, device_id: int) -> bool:
-    """Whether this backward runs the wgmma kernels of bwd_sm90.cu (the two passes where ``deterministic``, else the
-    one pass with dQ by bulk reductions): at head dims up to 128 where the forward runs fwd_sm90.cu."""
+def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
+    """Whether the backward runs the wgmma kernels of bwd_sm90.cu (the two passes where deterministic, else the one
+    pass with dQ by bulk reductions): at head dims up to 128 where the forward runs fwd_sm90.cu."""
     return head_dim in BWD_SM90_HEAD_DIMS and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
@@ -234,7 +234,7 @@ class _BackwardLaunch:
         self.deterministic, self.device = deterministic, cupy.cuda.Device(device_id)
         with self.device:
             limit = smem_optin(device_id)
-            sm90 = uses_sm90(head_dim, tile, deterministic, device_id)
+            sm90 = uses_sm90(head_dim, tile, device_id)
             need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
                        ((bwd_sm90_smem_bytes(head_dim, not deterministic), bwd_dq_sm90_smem_bytes(head_dim))
                         if sm90 else ()))
