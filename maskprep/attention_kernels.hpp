@@ -249,22 +249,51 @@ inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
 }
 
 // out[t] = dot(x, row(t)) for t < count, W keys at a time (their partial sums reduced together by transpose_sum);
-// rows and x hold n elements, a multiple of the vector width. out has room for count rounded up to W.
+// rows and x hold C vectors, x in registers, each row's products summed before the next row's are started (so that
+// the rows' addresses are live one at a time, not W of them through the whole sum). out has room for count rounded
+// up to W.
+template <class T, int C, class RowOf>
+inline void dots_fixed(const T* x, int64_t count, RowOf&& row, T* out) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V xv[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) xv[c] = load<V>(x + c * W);
+  for (int64_t t0 = 0; t0 < count; t0 += W) {
+    V acc[W];
+#pragma GCC unroll 16
+    for (int t = 0; t < W; ++t) {
+      const T* r = row(t0 + t < count ? t0 + t : t0);  // a short group repeats its first
+      acc[t] = xv[0] * load<V>(r);
+#pragma GCC unroll 8
+      for (int c = 1; c < C; ++c) acc[t] += xv[c] * load<V>(r + c * W);
+    }
+    store(out + t0, transpose_sum<T>(acc));
+  }
+}
+
+// the same for rows of n elements (a multiple of the vector width), n / W of them in registers where at most 8
 template <class T, class RowOf>
 inline void dots(const T* x, int64_t n, int64_t count, RowOf&& row, T* out) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
-  for (int64_t t0 = 0; t0 < count; t0 += W) {
-    const T* rows[W];
-    for (int t = 0; t < W; ++t) rows[t] = row(t0 + t < count ? t0 + t : t0);  // a short group repeats its first
-    V acc[W];
-    for (int t = 0; t < W; ++t) acc[t] = V{};
-    for (int64_t d = 0; d < n; d += W) {
-      const V xd = load<V>(x + d);
-#pragma GCC unroll 16
-      for (int t = 0; t < W; ++t) acc[t] += xd * load<V>(rows[t] + d);
-    }
-    store(out + t0, transpose_sum<T>(acc));
+  switch (n / W) {
+    case 1: return dots_fixed<T, 1>(x, count, row, out);
+    case 2: return dots_fixed<T, 2>(x, count, row, out);
+    case 3: return dots_fixed<T, 3>(x, count, row, out);
+    case 4: return dots_fixed<T, 4>(x, count, row, out);
+    case 6: return dots_fixed<T, 6>(x, count, row, out);
+    case 8: return dots_fixed<T, 8>(x, count, row, out);
+    default:
+      for (int64_t t0 = 0; t0 < count; t0 += W) {
+        V acc[W];
+        for (int t = 0; t < W; ++t) {
+          const T* r = row(t0 + t < count ? t0 + t : t0);
+          acc[t] = V{};
+          for (int64_t d = 0; d < n; d += W) acc[t] += load<V>(x + d) * load<V>(r + d);
+        }
+        store(out + t0, transpose_sum<T>(acc));
+      }
   }
 }
 
@@ -313,6 +342,12 @@ inline void weighted_rows(T* y, int64_t n, const T* weight, int64_t count, RowOf
         for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
       }
   }
+}
+
+// Asks for the cache lines of n elements at x, to be read soon.
+template <class T>
+inline void prefetch(const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64 / sizeof(T)) __builtin_prefetch(x + i);
 }
 
 // y += alpha * x over n elements, n a multiple of the vector width
@@ -754,43 +789,70 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
   }
 }
 
-// The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
-// row, a sum of V rows), for rows whose tiles are mostly masked. q rows are in w.q already; writes w.o, w.mx, w.l as
-// the tile path leaves them.
+// Row tok of (batch, head) bh's output and lse from its unnormalised output o (D elements), the row's maximum
+// exponent mx and sum of exponentials l (base 2); zeros and -inf where the row saw no key.
 template <class T>
-void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bk, int64_t r0, int64_t rows,
-                      int64_t key_end) {
+void write_row(const AttentionProblem& p, int64_t bh, int64_t tok, const T* o, T mx, T l) {
+  T* dst = static_cast<T*>(p.out_w) + (bh * p.n_q + tok) * p.D;
+  T* lse = static_cast<T*>(p.lse_w) + bh * p.n_q + tok;
+  // a row with a visible key has l >= 1 (its maximum contributes 2^0)
+  if (l > 0) {
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = o[d] / l;
+    *lse = static_cast<T>((double(mx) + log2s(double(l))) * LN2);  // in double, so that it is rounded once
+  } else {
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
+    *lse = neg_inf<T>();
+  }
+}
+
+// The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
+// row, a sum of V rows), for rows whose tiles are mostly masked; writes the rows' outputs and lse. Rows are read
+// where they lie when D is whole vectors (else through w.q, zero-padded).
+template <class T>
+void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bh, int64_t bk, int64_t r0,
+                      int64_t rows, int64_t key_end) {
   using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
   constexpr int W = Simd<T>::W;
   const AttentionProblem& p = c.p;
-  const T ninf = neg_inf<T>();
+  const int64_t b = bh / p.H, h = bh % p.H;
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const V ninf = splat<V>(neg_inf<T>());
+  I lane;
+  for (int i = 0; i < W; ++i) lane[i] = i;
   const typename Call<T>::Rows key_rows = c.key_table(bk), value_rows = c.value_table(bk);
+  T* sc = w.s;
+  T* o = w.o;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
     const int32_t* keys = p.ecols + ptr[0];
     int64_t count = ptr[1] - ptr[0];
     while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
-    const T* q = w.q + r * c.Dp;
-    T* sc = w.s;
+    const int64_t tok = c.token(r0 + r);
+    const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
+    if (r + 1 < rows) prefetch(c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r + 1)), p.D);  // rows lie anywhere
+    if (!c.element_direct) {
+      for (int64_t d = 0; d < c.De; ++d) w.q[d] = d < p.D ? q[d] : T(0);
+      q = w.q;
+    }
     dots(q, c.De, count, [&](int64_t t) { return key_rows(keys[t]); }, sc);
-    const int64_t padded = round_up<T>(count, W);
-    for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
-    V top = splat<V>(ninf);
-    for (int64_t t = 0; t < padded; t += W) top = vmax(top, load<V>(sc + t));
+    // lanes past count (of the last vector) hold scores of a repeated key: -inf for the maximum, 0 for the sums
+    V top = ninf;
+    for (int64_t t = 0; t < count; t += W) top = vmax(top, lane < static_cast<typename Simd<T>::Idx>(count - t) ? load<V>(sc + t) : ninf);
     const T row_max = hmax<T>(top) * c.scale2;
-    const T shift = row_max == ninf ? T(0) : row_max;
+    const T shift = row_max == neg_inf<T>() ? T(0) : row_max;
     const V vshift = splat<V>(shift);
     V sum{};
-    for (int64_t t = 0; t < padded; t += W) {
+    for (int64_t t = 0; t < count; t += W) {
       const V x = vmax(load<V>(sc + t), lowest);
       const V e = exp2v<T>(x * lo + (x * hi - vshift));
-      store(sc + t, e);
-      sum += e;
+      const V kept = lane < static_cast<typename Simd<T>::Idx>(count - t) ? e : V{};
+      store(sc + t, kept);
+      sum += kept;
     }
-    weighted_rows(w.o + r * c.Dp, c.De, sc, count, [&](int64_t t) { return value_rows(keys[t]); });
-    w.mx[r] = row_max;
-    w.l[r] = hsum<T>(sum);
+    std::memset(o, 0, c.De * sizeof(T));
+    weighted_rows(o, c.De, sc, count, [&](int64_t t) { return value_rows(keys[t]); });
+    write_row(p, bh, tok, o, row_max, hsum<T>(sum));
   }
 }
 
@@ -803,6 +865,10 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   const int64_t m = p.plan.m_order ? p.plan.m_order[g * c.M + rank] : rank;
   const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
   ForwardScratch<T> w(c, thread);
+  int64_t key_end = p.n_k;
+  if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
+  const int64_t bk = b * p.Hk + kv;
+  if (c.fwd_elements(g, m)) return forward_elements<T>(c, w, g, bh, bk, r0, rows, key_end);
   const T ninf = neg_inf<T>();
   for (int64_t r = 0; r < rows_p; ++r) {
     T* qrow = w.q + r * c.Dp;
@@ -817,13 +883,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     w.mx[r] = ninf;
     w.l[r] = 0;
   }
-  int64_t key_end = p.n_k;
-  if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
-  const int64_t bk = b * p.Hk + kv;
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
   uint64_t vis[256 / MR], vis_t[256 / KB];
-  if (c.fwd_elements(g, m)) forward_elements<T>(c, w, g, bk, r0, rows, key_end);
-  for (int64_t e = c.fwd_elements(g, m) ? row_ptr[m + 1] : row_ptr[m]; e < row_ptr[m + 1]; ++e) {
+  for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
     const int64_t cols = imin(c.tn, key_end - c0);
@@ -863,21 +925,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
         gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
     }
   }
-  T* out = static_cast<T*>(p.out_w);
-  T* lse = static_cast<T*>(p.lse_w);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t tok = c.token(r0 + r);
-    T* dst = out + ((b * p.H + h) * p.n_q + tok) * p.D;
-    // a row with a visible key has l >= 1 (its maximum contributes 2^0)
-    if (w.l[r] > 0) {
-      for (int64_t d = 0; d < p.D; ++d) dst[d] = w.o[r * c.Dp + d] / w.l[r];
-      // in double, so that the result is rounded once
-      lse[(b * p.H + h) * p.n_q + tok] = static_cast<T>((double(w.mx[r]) + log2s(double(w.l[r]))) * LN2);
-    } else {
-      for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
-      lse[(b * p.H + h) * p.n_q + tok] = ninf;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r) write_row(p, bh, c.token(r0 + r), w.o + r * c.Dp, w.mx[r], w.l[r]);
 }
 
 // Threads worth starting: one where the call's products (the plan's entries for every (batch, head)) are too small to
@@ -963,13 +1011,21 @@ void pack_queries(Call<T>& c, int64_t unit) {
     const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
     const T* dout = c.row_of(p.dout, p.do_stride, b, h, tok);
     const T* o = c.row_of(p.out, p.o_stride, b, h, tok);
+    if (r + 1 < p.n_q) {  // rows lie anywhere
+      const int64_t next = c.token(r + 1);
+      prefetch(c.row_of(p.q, p.q_stride, b, h, next), p.D);
+      prefetch(c.row_of(p.dout, p.do_stride, b, h, next), p.D);
+      prefetch(c.row_of(p.out, p.o_stride, b, h, next), p.D);
+    }
     std::memcpy(c.qp + at * c.Dp, q, p.D * sizeof(T));
     std::memcpy(c.dop + at * c.Dp, dout, p.D * sizeof(T));
     std::memset(c.qp + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
     std::memset(c.dop + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
-    double delta = 0;
-    for (int64_t d = 0; d < p.D; ++d) delta += double(dout[d]) * double(o[d]);
-    c.delta[at] = static_cast<T>(delta);
+    // in double, in 8 partial sums (lanes of a vector, not one chain of dependent additions), rounded once
+    double part[8] = {};
+    for (int64_t d0 = 0; d0 < p.D; d0 += 8)
+      for (int64_t i = 0; i < 8; ++i) part[i] += d0 + i < p.D ? double(dout[d0 + i]) * double(o[d0 + i]) : 0.0;
+    c.delta[at] = static_cast<T>(((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7])));
     // +inf on rows that see no key makes P = exp2(scores - inf) = 0 there, whatever the scores are
     const double lse2 = lse[tok] == -inf ? double(inf) : double(lse[tok]) * LOG2E;
     c.lse2[2 * at] = static_cast<T>(lse2);
@@ -993,6 +1049,10 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
     const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
     const T* k = c.key_table(bk)(c0 + j);
     const T* v = c.value_table(bk)(c0 + j);
+    if (j + 1 < cols) {  // rows lie anywhere
+      prefetch(c.key_table(bk)(c0 + j + 1), c.De);
+      prefetch(c.value_table(bk)(c0 + j + 1), c.De);
+    }
     dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
     dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
     for (int64_t t = 0; t < count; ++t) {
