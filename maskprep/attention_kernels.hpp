@@ -218,9 +218,10 @@ constexpr int bit_reverse(int i, int W) {
 }
 
 // W vectors of partial sums in, one vector out whose lane t is the sum of vector t's lanes: log2(W) levels of
-// pairwise folds (the folds interleave keys in bit-reversed order, so they are taken in that order).
+// pairwise folds (the folds interleave keys in bit-reversed order, so they are taken in that order). Always inlined:
+// where a caller had it called, its W vectors went through the stack.
 template <class T>
-inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
+__attribute__((always_inline)) inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   V level[W];
@@ -342,6 +343,21 @@ inline void weighted_rows(T* y, int64_t n, const T* weight, int64_t count, RowOf
         for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
       }
   }
+}
+
+// sum_d a[d] * b[d] over n elements, in double: in the lanes of a vector (not one chain of dependent additions), then
+// folded; the caller rounds it once.
+template <class T>
+inline double dot_double(const T* a, const T* b, int64_t n) {
+  typedef double D __attribute__((vector_size(VB)));
+  constexpr int L = VB / sizeof(double);
+  typedef T X __attribute__((vector_size(L * sizeof(T))));
+  D acc{};
+  int64_t i = 0;
+  for (; i + L <= n; i += L) acc += __builtin_convertvector(load<X>(a + i), D) * __builtin_convertvector(load<X>(b + i), D);
+  double sum = hsum<double>(acc);
+  for (; i < n; ++i) sum += double(a[i]) * double(b[i]);
+  return sum;
 }
 
 // Asks for the cache lines of n elements at x, to be read soon.
@@ -970,21 +986,17 @@ void run_forward(const AttentionProblem& p, int threads) {
 template <class T>
 struct BackwardScratch {
   T *s, *dp, *dk, *dv;
-  T *lse_hi, *lse_lo, *delta;  // the element path's: per query of one key's list (s and dp hold its scores)
   typename Simd<T>::Idx* planar;
   static int64_t scores(const Call<T>& c) {  // a tile's, or one key's list over every query on the element path
     return round_up<T>(imax(c.tm * c.tnp, c.p.bwd_sparse ? c.p.n_q + Simd<T>::W : 0), Simd<T>::W);
   }
   static int64_t size(const Call<T>& c) {
-    return 5 * scores(c) + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+    return 2 * scores(c) + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
   }
   BackwardScratch(const Call<T>& c, int thread) {
     s = c.scratch + thread * c.scratch_stride;
     dp = s + scores(c);
-    lse_hi = dp + scores(c);
-    lse_lo = lse_hi + scores(c);
-    delta = lse_lo + scores(c);
-    dk = delta + scores(c);
+    dk = dp + scores(c);
     dv = dk + c.tnp * c.Dp;
     planar = reinterpret_cast<typename Simd<T>::Idx*>(dv + c.tnp * c.Dp);
   }
@@ -1021,11 +1033,7 @@ void pack_queries(Call<T>& c, int64_t unit) {
     std::memcpy(c.dop + at * c.Dp, dout, p.D * sizeof(T));
     std::memset(c.qp + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
     std::memset(c.dop + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
-    // in double, in 8 partial sums (lanes of a vector, not one chain of dependent additions), rounded once
-    double part[8] = {};
-    for (int64_t d0 = 0; d0 < p.D; d0 += 8)
-      for (int64_t i = 0; i < 8; ++i) part[i] += d0 + i < p.D ? double(dout[d0 + i]) * double(o[d0 + i]) : 0.0;
-    c.delta[at] = static_cast<T>(((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7])));
+    c.delta[at] = static_cast<T>(dot_double(dout, o, p.D));
     // +inf on rows that see no key makes P = exp2(scores - inf) = 0 there, whatever the scores are
     const double lse2 = lse[tok] == -inf ? double(inf) : double(lse[tok]) * LOG2E;
     c.lse2[2 * at] = static_cast<T>(lse2);
@@ -1042,11 +1050,13 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
   constexpr int W = Simd<T>::W;
   const AttentionProblem& p = c.p;
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  typename Simd<T>::I lane;
+  for (int i = 0; i < W; ++i) lane[i] = i;
   const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0);
   for (int64_t j = 0; j < cols; ++j) {
     const int64_t* ptr = p.ecol_ptr + g * (p.n_k + 1) + c0 + j;
     const int32_t* queries = p.erows + ptr[0];
-    const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
+    const int64_t count = ptr[1] - ptr[0];
     const T* k = c.key_table(bk)(c0 + j);
     const T* v = c.value_table(bk)(c0 + j);
     if (j + 1 < cols) {  // rows lie anywhere
@@ -1055,18 +1065,21 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
     }
     dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
     dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
-    for (int64_t t = 0; t < count; ++t) {
-      const int64_t i = queries[t];
-      w.lse_hi[t] = lse2[2 * i];
-      w.lse_lo[t] = lse2[2 * i + 1];
-      w.delta[t] = delta[i];
-    }
-    for (int64_t t = count; t < padded; ++t) w.s[t] = w.dp[t] = w.lse_hi[t] = w.lse_lo[t] = w.delta[t] = 0;
-    for (int64_t t = 0; t < padded; t += W) {
+    // P and dS W queries at a time, their lse and delta gathered in registers; lanes past count (a repeated query's
+    // scores) are 0
+    for (int64_t t = 0; t < count; t += W) {
+      V l2, l2_lo, dl;
+      for (int i = 0; i < W; ++i) {
+        const int64_t at = queries[t + i < count ? t + i : t];
+        l2[i] = lse2[2 * at];
+        l2_lo[i] = lse2[2 * at + 1];
+        dl[i] = delta[at];
+      }
       const V x = vmax(load<V>(w.s + t), lowest);
-      const V prob = exp2v<T>((x * hi - load<V>(w.lse_hi + t)) + (x * lo - load<V>(w.lse_lo + t)));
-      store(w.s + t, prob);
-      store(w.dp + t, prob * (load<V>(w.dp + t) - load<V>(w.delta + t)));  // dS
+      const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
+      const V kept = lane < static_cast<typename Simd<T>::Idx>(count - t) ? prob : V{};
+      store(w.s + t, kept);
+      store(w.dp + t, kept * (load<V>(w.dp + t) - dl));  // dS
     }
     weighted_rows(w.dv + j * c.Dp, c.De, w.s, count, [&](int64_t t) { return dop + queries[t] * c.Dp; });
     weighted_rows(w.dk + j * c.Dp, c.De, w.dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; });
