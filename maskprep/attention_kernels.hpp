@@ -748,13 +748,19 @@ void mask_tile(const Call<T>& c, T* s, int64_t row0, int64_t rows, int64_t g, in
 
 // ------------------------------------------------------------------------------------------------------ forward
 
+// Rows the forward's element path takes through each phase together: a row's phases depend on one another from end
+// to end (scores, their maximum, exponentials, the sum of V rows), two rows' do not, so the core overlaps one row's
+// latencies with the other's work.
+constexpr int ELEMENT_ROWS = 2;
+
 // Thread scratch of the forward: the query tile, scores, output accumulator, row maxima and sums, interval bounds.
 template <class T>
 struct ForwardScratch {
   T *q, *s, *o, *mx, *l;
   typename Simd<T>::Idx* planar;
-  static int64_t scores(const Call<T>& c) {  // a tile's, or one row's over every key on the element path
-    return round_up<T>(imax(c.tm * c.tnp, c.p.fwd_sparse ? c.p.n_k + Simd<T>::W : 0), Simd<T>::W);
+  static int64_t row_scores(const Call<T>& c) { return round_up<T>(c.p.n_k + Simd<T>::W, Simd<T>::W); }
+  static int64_t scores(const Call<T>& c) {  // a tile's, or ELEMENT_ROWS rows' over every key on the element path
+    return imax(c.tm * c.tnp, c.p.fwd_sparse ? ELEMENT_ROWS * row_scores(c) : 0);
   }
   static int64_t size(const Call<T>& c) {
     return 2 * c.tm * c.Dp + scores(c) + 2 * c.tm + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
@@ -833,13 +839,16 @@ void write_row(const AttentionProblem& p, int64_t bh, int64_t tok, const T* o, T
 
 // The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
 // row, a sum of V rows), for rows whose tiles are mostly masked; writes the rows' outputs and lse. Rows are read
-// where they lie when D is whole vectors (else through w.q, zero-padded).
+// where they lie when D is whole vectors (else through w.q, zero-padded). ELEMENT_ROWS rows go through each phase
+// together.
+
 template <class T>
 void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bh, int64_t bk, int64_t r0,
                       int64_t rows, int64_t key_end) {
   using V = typename Simd<T>::V;
   using I = typename Simd<T>::I;
   constexpr int W = Simd<T>::W;
+  constexpr int R = ELEMENT_ROWS;
   const AttentionProblem& p = c.p;
   const int64_t b = bh / p.H, h = bh % p.H;
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
@@ -847,38 +856,53 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
   I lane;
   for (int i = 0; i < W; ++i) lane[i] = i;
   const typename Call<T>::Rows key_rows = c.key_table(bk), value_rows = c.value_table(bk);
-  T* sc = w.s;
-  T* o = w.o;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
-    const int32_t* keys = p.ecols + ptr[0];
-    int64_t count = ptr[1] - ptr[0];
-    while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
-    const int64_t tok = c.token(r0 + r);
-    const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
-    if (r + 1 < rows) prefetch(c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r + 1)), p.D);  // rows lie anywhere
-    if (p.D != c.De) {
-      copy_row(w.q, q, p.D, c.De);
-      q = w.q;
+  const int64_t* row_ptr = p.erow_ptr + g * (p.n_q + 1) + r0;
+  const int64_t scores = ForwardScratch<T>::row_scores(c);
+  for (int64_t r1 = 0; r1 < rows; r1 += R) {
+    const int n = static_cast<int>(imin(R, rows - r1));
+    const int32_t* keys[R];
+    int64_t count[R], tok[R];
+    T row_max[R], l[R];
+    for (int i = 0; i < n; ++i) {
+      keys[i] = p.ecols + row_ptr[r1 + i];
+      count[i] = row_ptr[r1 + i + 1] - row_ptr[r1 + i];
+      while (count[i] > 0 && keys[i][count[i] - 1] >= key_end) --count[i];  // keys ascend
+      tok[i] = c.token(r0 + r1 + i);
+      if (r1 + R + i < rows)  // rows lie anywhere
+        prefetch(c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r1 + R + i)), p.D);
     }
-    dots(q, c.De, count, [&](int64_t t) { return key_rows(keys[t]); }, sc);
-    // lanes past count (of the last vector) hold scores of a repeated key: -inf for the maximum, 0 for the sums
-    V top = ninf;
-    for (int64_t t = 0; t < count; t += W) top = vmax(top, lane < static_cast<typename Simd<T>::Idx>(count - t) ? load<V>(sc + t) : ninf);
-    const T row_max = hmax<T>(top) * c.scale2;
-    const T shift = row_max == neg_inf<T>() ? T(0) : row_max;
-    const V vshift = splat<V>(shift);
-    V sum{};
-    for (int64_t t = 0; t < count; t += W) {
-      const V x = vmax(load<V>(sc + t), lowest);
-      const V e = exp2v<T>(x * lo + (x * hi - vshift));
-      const V kept = lane < static_cast<typename Simd<T>::Idx>(count - t) ? e : V{};
-      store(sc + t, kept);
-      sum += kept;
+    for (int i = 0; i < n; ++i) {
+      const T* q = c.row_of(p.q, p.q_stride, b, h, tok[i]);
+      if (p.D != c.De) {
+        copy_row(w.q + i * c.De, q, p.D, c.De);
+        q = w.q + i * c.De;
+      }
+      dots(q, c.De, count[i], [&](int64_t t) { return key_rows(keys[i][t]); }, w.s + i * scores);
     }
-    std::memset(o, 0, c.De * sizeof(T));
-    weighted_rows(o, c.De, sc, count, [&](int64_t t) { return value_rows(keys[t]); });
-    write_row(p, bh, tok, o, row_max, hsum<T>(sum));
+    for (int i = 0; i < n; ++i) {
+      T* sc = w.s + i * scores;
+      // lanes past count (of the last vector) hold scores of a repeated key: -inf for the maximum, 0 for the sums
+      V top = ninf;
+      for (int64_t t = 0; t < count[i]; t += W)
+        top = vmax(top, lane < static_cast<typename Simd<T>::Idx>(count[i] - t) ? load<V>(sc + t) : ninf);
+      row_max[i] = hmax<T>(top) * c.scale2;
+      const V vshift = splat<V>(row_max[i] == neg_inf<T>() ? T(0) : row_max[i]);
+      V sum{};
+      for (int64_t t = 0; t < count[i]; t += W) {
+        const V x = vmax(load<V>(sc + t), lowest);
+        const V e = exp2v<T>(x * lo + (x * hi - vshift));
+        const V kept = lane < static_cast<typename Simd<T>::Idx>(count[i] - t) ? e : V{};
+        store(sc + t, kept);
+        sum += kept;
+      }
+      l[i] = hsum<T>(sum);
+    }
+    for (int i = 0; i < n; ++i) {
+      T* o = w.o + i * c.De;
+      std::memset(o, 0, c.De * sizeof(T));
+      weighted_rows(o, c.De, w.s + i * scores, count[i], [&](int64_t t) { return value_rows(keys[i][t]); });
+    }
+    for (int i = 0; i < n; ++i) write_row(p, bh, tok[i], w.o + i * c.De, row_max[i], l[i]);
   }
 }
 
