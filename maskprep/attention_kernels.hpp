@@ -495,9 +495,9 @@ struct Call {
   T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
   bool score_rows = false;  // forward: tile scores as dot products of K rows (few query rows: no K^T to pack)
   bool direct;          // the products read the caller's K and V rows themselves: no perm, D whole register tiles
-  // the element path reads the caller's K and V rows: D whole vectors, and no node order (in the plan's order a
-  // query block's keys are a band of neighbouring rows, which packed rows hold in contiguous memory: measured
-  // 10-12% faster forward on a reordered graph than reading them where they lie, backward the same)
+  // the element path reads the caller's K and V rows: D whole vectors, and in the forward no node order (in the
+  // plan's order a query block's keys are a band of neighbouring rows, which packed rows hold in contiguous memory:
+  // measured 10-12% faster on a reordered graph than reading them where they lie)
   bool element_direct;
   int64_t De;           // the element path's row length: D rounded up to whole vectors
   T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
@@ -558,15 +558,16 @@ struct Call {
   struct Rows {
     const T* base;
     int64_t ld;
-    const T* operator()(int64_t j) const { return base + j * ld; }
+    const int64_t* perm;  // caller's rows are in the caller's order; packed ones in the plan's
+    const T* operator()(int64_t j) const { return base + (perm ? perm[j] : j) * ld; }
   };
   Rows key_table(int64_t bk) const {
-    if (element_direct) return {row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, 0), p.k_stride[2]};
-    return {kp + bk * N * tn * Dp, Dp};
+    if (element_direct) return {row_of(p.k, p.k_stride, bk / p.Hk, bk % p.Hk, 0), p.k_stride[2], p.plan.perm};
+    return {kp + bk * N * tn * Dp, Dp, nullptr};
   }
   Rows value_table(int64_t bk) const {
-    if (element_direct) return {row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, 0), p.v_stride[2]};
-    return {vp + bk * N * tn * Dp, Dp};
+    if (element_direct) return {row_of(p.v, p.v_stride, bk / p.Hk, bk % p.Hk, 0), p.v_stride[2], p.plan.perm};
+    return {vp + bk * N * tn * Dp, Dp, nullptr};
   }
   // whether packed rows are needed: by products (tiles) that cannot read the caller's, or by the element path
   bool packs_rows(bool tiles, bool elements) const { return (tiles && !direct) || (elements && !element_direct); }
@@ -1091,6 +1092,10 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
     const int64_t count = ptr[1] - ptr[0];
     const T* k = c.key_table(bk)(c0 + j);
     const T* v = c.value_table(bk)(c0 + j);
+    if (j + 1 < cols) {  // rows lie anywhere
+      prefetch(c.key_table(bk)(c0 + j + 1), c.De);
+      prefetch(c.value_table(bk)(c0 + j + 1), c.De);
+    }
     dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
     dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
     // P and dS W queries at a time, their lse and delta gathered in registers; lanes past count (a repeated query's
@@ -1246,6 +1251,9 @@ void finish_dkdv(Call<T>& c, int64_t unit) {
 template <class T>
 void run_backward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
+  // the element path reads each K and V row once per head here (one key's x in its dot products): packing them in
+  // the plan's order would only add a copy
+  c.element_direct = p.D == c.De;
   threads = useful_threads(c, threads);
   const int64_t groups = p.mask_B * p.mask_H, Mq = c.M * c.tm;
   // Enough work units for every thread: whole (batch, head)s when they divide among the threads or are many, else
