@@ -273,28 +273,41 @@ inline void dots_fixed(const T* x, int64_t count, RowOf&& row, T* out) {
   }
 }
 
-// the same for rows of n elements (a multiple of the vector width), n / W of them in registers where at most 8
+// Calls f(Vectors<C>{}) for C = `vectors` where the row kernels have a version that holds C vectors in registers
+// (1, 2, 3, 4, 6 or 8); returns false, calling nothing, for other counts.
+template <int C>
+struct Vectors {
+  static constexpr int count = C;
+};
+
+template <class F>
+inline bool with_vectors(int64_t vectors, F&& f) {
+  switch (vectors) {
+    case 1: f(Vectors<1>{}); return true;
+    case 2: f(Vectors<2>{}); return true;
+    case 3: f(Vectors<3>{}); return true;
+    case 4: f(Vectors<4>{}); return true;
+    case 6: f(Vectors<6>{}); return true;
+    case 8: f(Vectors<8>{}); return true;
+    default: return false;
+  }
+}
+
+// the same for rows of n elements (a multiple of the vector width), n / W of them in registers where with_vectors
+// has a version
 template <class T, class RowOf>
 inline void dots(const T* x, int64_t n, int64_t count, RowOf&& row, T* out) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
-  switch (n / W) {
-    case 1: return dots_fixed<T, 1>(x, count, row, out);
-    case 2: return dots_fixed<T, 2>(x, count, row, out);
-    case 3: return dots_fixed<T, 3>(x, count, row, out);
-    case 4: return dots_fixed<T, 4>(x, count, row, out);
-    case 6: return dots_fixed<T, 6>(x, count, row, out);
-    case 8: return dots_fixed<T, 8>(x, count, row, out);
-    default:
-      for (int64_t t0 = 0; t0 < count; t0 += W) {
-        V acc[W];
-        for (int t = 0; t < W; ++t) {
-          const T* r = row(t0 + t < count ? t0 + t : t0);
-          acc[t] = V{};
-          for (int64_t d = 0; d < n; d += W) acc[t] += load<V>(x + d) * load<V>(r + d);
-        }
-        store(out + t0, transpose_sum<T>(acc));
-      }
+  if (with_vectors(n / W, [&](auto c) { dots_fixed<T, decltype(c)::count>(x, count, row, out); })) return;
+  for (int64_t t0 = 0; t0 < count; t0 += W) {
+    V acc[W];
+    for (int t = 0; t < W; ++t) {
+      const T* r = row(t0 + t < count ? t0 + t : t0);
+      acc[t] = V{};
+      for (int64_t d = 0; d < n; d += W) acc[t] += load<V>(x + d) * load<V>(r + d);
+    }
+    store(out + t0, transpose_sum<T>(acc));
   }
 }
 
@@ -330,18 +343,10 @@ template <class T, class RowOf>
 inline void weighted_rows(T* y, int64_t n, const T* weight, int64_t count, RowOf&& row) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
-  switch (n / W) {
-    case 1: return weighted_rows_fixed<T, 1>(y, weight, count, row);
-    case 2: return weighted_rows_fixed<T, 2>(y, weight, count, row);
-    case 3: return weighted_rows_fixed<T, 3>(y, weight, count, row);
-    case 4: return weighted_rows_fixed<T, 4>(y, weight, count, row);
-    case 6: return weighted_rows_fixed<T, 6>(y, weight, count, row);
-    case 8: return weighted_rows_fixed<T, 8>(y, weight, count, row);
-    default:
-      for (int64_t t = 0; t < count; ++t) {
-        const T* r = row(t);
-        for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
-      }
+  if (with_vectors(n / W, [&](auto c) { weighted_rows_fixed<T, decltype(c)::count>(y, weight, count, row); })) return;
+  for (int64_t t = 0; t < count; ++t) {
+    const T* r = row(t);
+    for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
   }
 }
 
