@@ -847,7 +847,6 @@ void write_row(const AttentionProblem& p, int64_t bh, int64_t tok, const T* o, T
 // row, a sum of V rows), for rows whose tiles are mostly masked; writes the rows' outputs and lse. Rows are read
 // where they lie when D is whole vectors (else through w.q, zero-padded). ELEMENT_ROWS rows go through each phase
 // together.
-
 template <class T>
 void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bh, int64_t bk, int64_t r0,
                       int64_t rows, int64_t key_end) {
