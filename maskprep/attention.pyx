@@ -79,10 +79,12 @@ cdef extern from "element_lists.hpp" namespace "maskprep" nogil:
         vector[uint8_t] bwd_sparse
         vector[int64_t] col_ptr
         vector[int32_t] rows
+        vector[int64_t] order
     cdef struct BitsPlan:
         PlanPointers arrays
         int64_t groups, n_q, n_k, tile_m, tile_n
-    void c_element_lists "maskprep::element_lists"(const BitsPlan& p, double max_density, ElementLists& out) except +
+    void c_element_lists "maskprep::element_lists"(const BitsPlan& p, double max_density, cbool ordered,
+                                                   ElementLists& out) except +
 
 
 ISAS = ("generic", "avx2", "avx512")
@@ -206,8 +208,8 @@ cdef object _vector_array(const void* data, size_t count, dtype):
     return out
 
 
-def element_lists(plan, double max_density=SPARSE_DENSITY):
-    """element_lists(plan, max_density=SPARSE_DENSITY)
+def element_lists(plan, double max_density=SPARSE_DENSITY, cbool ordered=True):
+    """element_lists(plan, max_density=SPARSE_DENSITY, ordered=True)
 
     The element path's lists of a bits plan: which query and key blocks hold so few true elements that the kernels
     take them one by one, and those elements (``element_lists.hpp``). O(bit pool + true elements of those blocks).
@@ -217,13 +219,18 @@ def element_lists(plan, double max_density=SPARSE_DENSITY):
     plan : maskattn.plan.BlockMask
     max_density : float
         A block is sparse where the true elements of its listed tiles are at most this share of their area.
+    ordered : bool
+        Where every block is sparse and the plan is one square mask without a node order of its own, give the lists
+        in an execution order (a Reverse Cuthill-McKee order of their pattern) that the kernels follow as they follow
+        a node order: consecutive rows then read neighbouring keys. Calls with ``key_lens`` need lists without one.
 
     Returns
     -------
     tuple of ndarray or None
         ``(fwd_sparse (G, M) uint8, row_ptr (G, n_q + 1) int64, cols int32, bwd_sparse (G, N) uint8,
-        col_ptr (G, n_k + 1) int64, rows int32)`` for :func:`attention_forward` and :func:`attention_backward`;
-        None where no block is sparse (and for plans without bits).
+        col_ptr (G, n_k + 1) int64, rows int32, order (n_q,) int64 or None)`` for :func:`attention_forward` and
+        :func:`attention_backward`, positions in ``order`` where there is one (``order[i]`` the plan position at
+        position i); None where no block is sparse (and for plans without bits).
     """
     if plan.bit_pool is None or plan.payload_idx is None:
         return None
@@ -236,7 +243,7 @@ def element_lists(plan, double max_density=SPARSE_DENSITY):
     view.fill(&b.arrays)
     cdef ElementLists out
     with nogil:
-        c_element_lists(b, max_density, out)
+        c_element_lists(b, max_density, ordered, out)
     fwd = _vector_array(out.fwd_sparse.data(), out.fwd_sparse.size(), np.uint8).reshape(G, -1)
     bwd = _vector_array(out.bwd_sparse.data(), out.bwd_sparse.size(), np.uint8).reshape(G, -1)
     if not fwd.any() and not bwd.any():
@@ -244,7 +251,8 @@ def element_lists(plan, double max_density=SPARSE_DENSITY):
     return (fwd, _vector_array(out.row_ptr.data(), out.row_ptr.size(), np.int64).reshape(G, -1),
             _vector_array(out.cols.data(), out.cols.size(), np.int32),
             bwd, _vector_array(out.col_ptr.data(), out.col_ptr.size(), np.int64).reshape(G, -1),
-            _vector_array(out.rows.data(), out.rows.size(), np.int32))
+            _vector_array(out.rows.data(), out.rows.size(), np.int32),
+            _vector_array(out.order.data(), out.order.size(), np.int64) if out.order.size() else None)
 
 
 cdef object _lists(AttentionProblem* p, lists, int64_t G, int64_t n_q, int64_t n_k, int64_t M, int64_t N):
@@ -255,7 +263,7 @@ cdef object _lists(AttentionProblem* p, lists, int64_t G, int64_t n_q, int64_t n
     p.ecols = p.erows = NULL
     if lists is None:
         return None
-    fwd, row_ptr, cols, bwd, col_ptr, rows = lists
+    fwd, row_ptr, cols, bwd, col_ptr, rows, order = lists
     fwd, bwd = np.ascontiguousarray(fwd, np.uint8), np.ascontiguousarray(bwd, np.uint8)
     row_ptr, col_ptr = np.ascontiguousarray(row_ptr, np.int64), np.ascontiguousarray(col_ptr, np.int64)
     cols, rows = np.ascontiguousarray(cols, np.int32), np.ascontiguousarray(rows, np.int32)
@@ -270,7 +278,13 @@ cdef object _lists(AttentionProblem* p, lists, int64_t G, int64_t n_q, int64_t n
         p.ecols = <const int32_t*>_data(cols)
     if rows.size:
         p.erows = <const int32_t*>_data(rows)
-    return fwd, row_ptr, cols, bwd, col_ptr, rows
+    if order is not None:  # followed as a node order: every block takes the element path, none reads the plan's tiles
+        order = np.ascontiguousarray(order, np.int64)
+        if (p.plan.perm != NULL or G != 1 or n_q != n_k or order.shape != (n_q,) or not fwd.all()
+                or not bwd.all()):
+            raise ValueError("element lists with an execution order do not fit this plan")
+        p.plan.perm = <const int64_t*>_data(order)
+    return fwd, row_ptr, cols, bwd, col_ptr, rows, order
 
 
 cdef object _inputs(AttentionProblem* p, q, k, v):
@@ -334,6 +348,8 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
             raise ValueError(f"key_lens must have shape ({p.B},); got {lens.shape}")
         if plan.perm is not None:
             raise ValueError("key_lens needs a plan without a node order (perm)")
+        if lists is not None and lists[6] is not None:
+            raise ValueError("key_lens needs element lists without an execution order (element_lists(ordered=False))")
     p.key_lens = NULL
     if lens is not None:
         p.key_lens = <const int64_t*>_data(lens)

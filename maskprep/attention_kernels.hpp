@@ -218,9 +218,10 @@ constexpr int bit_reverse(int i, int W) {
 }
 
 // W vectors of partial sums in, one vector out whose lane t is the sum of vector t's lanes: log2(W) levels of
-// pairwise folds (the folds interleave keys in bit-reversed order, so they are taken in that order).
+// pairwise folds (the folds interleave keys in bit-reversed order, so they are taken in that order). Always inlined:
+// where a caller had it called, its W vectors went through the stack.
 template <class T>
-inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
+__attribute__((always_inline)) inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   V level[W];
@@ -249,20 +250,62 @@ inline typename Simd<T>::V transpose_sum(typename Simd<T>::V* v) {
 }
 
 // out[t] = dot(x, row(t)) for t < count, W keys at a time (their partial sums reduced together by transpose_sum);
-// rows and x hold n elements, a multiple of the vector width. out has room for count rounded up to W.
+// rows and x hold C vectors, x in registers, each row's products summed before the next row's are started (so that
+// the rows' addresses are live one at a time, not W of them through the whole sum). out has room for count rounded
+// up to W.
+template <class T, int C, class RowOf>
+inline void dots_fixed(const T* x, int64_t count, RowOf&& row, T* out) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  V xv[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) xv[c] = load<V>(x + c * W);
+  for (int64_t t0 = 0; t0 < count; t0 += W) {
+    V acc[W];
+#pragma GCC unroll 16
+    for (int t = 0; t < W; ++t) {
+      const T* r = row(t0 + t < count ? t0 + t : t0);  // a short group repeats its first
+      acc[t] = xv[0] * load<V>(r);
+#pragma GCC unroll 8
+      for (int c = 1; c < C; ++c) acc[t] += xv[c] * load<V>(r + c * W);
+    }
+    store(out + t0, transpose_sum<T>(acc));
+  }
+}
+
+// Calls f(Vectors<C>{}) for C = `vectors` where the row kernels have a version that holds C vectors in registers
+// (1, 2, 3, 4, 6 or 8); returns false, calling nothing, for other counts.
+template <int C>
+struct Vectors {
+  static constexpr int count = C;
+};
+
+template <class F>
+inline bool with_vectors(int64_t vectors, F&& f) {
+  switch (vectors) {
+    case 1: f(Vectors<1>{}); return true;
+    case 2: f(Vectors<2>{}); return true;
+    case 3: f(Vectors<3>{}); return true;
+    case 4: f(Vectors<4>{}); return true;
+    case 6: f(Vectors<6>{}); return true;
+    case 8: f(Vectors<8>{}); return true;
+    default: return false;
+  }
+}
+
+// the same for rows of n elements (a multiple of the vector width), n / W of them in registers where with_vectors
+// has a version
 template <class T, class RowOf>
 inline void dots(const T* x, int64_t n, int64_t count, RowOf&& row, T* out) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
+  if (with_vectors(n / W, [&](auto c) { dots_fixed<T, decltype(c)::count>(x, count, row, out); })) return;
   for (int64_t t0 = 0; t0 < count; t0 += W) {
-    const T* rows[W];
-    for (int t = 0; t < W; ++t) rows[t] = row(t0 + t < count ? t0 + t : t0);  // a short group repeats its first
     V acc[W];
-    for (int t = 0; t < W; ++t) acc[t] = V{};
-    for (int64_t d = 0; d < n; d += W) {
-      const V xd = load<V>(x + d);
-#pragma GCC unroll 16
-      for (int t = 0; t < W; ++t) acc[t] += xd * load<V>(rows[t] + d);
+    for (int t = 0; t < W; ++t) {
+      const T* r = row(t0 + t < count ? t0 + t : t0);
+      acc[t] = V{};
+      for (int64_t d = 0; d < n; d += W) acc[t] += load<V>(x + d) * load<V>(r + d);
     }
     store(out + t0, transpose_sum<T>(acc));
   }
@@ -300,19 +343,44 @@ template <class T, class RowOf>
 inline void weighted_rows(T* y, int64_t n, const T* weight, int64_t count, RowOf&& row) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
-  switch (n / W) {
-    case 1: return weighted_rows_fixed<T, 1>(y, weight, count, row);
-    case 2: return weighted_rows_fixed<T, 2>(y, weight, count, row);
-    case 3: return weighted_rows_fixed<T, 3>(y, weight, count, row);
-    case 4: return weighted_rows_fixed<T, 4>(y, weight, count, row);
-    case 6: return weighted_rows_fixed<T, 6>(y, weight, count, row);
-    case 8: return weighted_rows_fixed<T, 8>(y, weight, count, row);
-    default:
-      for (int64_t t = 0; t < count; ++t) {
-        const T* r = row(t);
-        for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
-      }
+  if (with_vectors(n / W, [&](auto c) { weighted_rows_fixed<T, decltype(c)::count>(y, weight, count, row); })) return;
+  for (int64_t t = 0; t < count; ++t) {
+    const T* r = row(t);
+    for (int64_t d = 0; d < n; d += W) store(y + d, load<V>(y + d) + weight[t] * load<V>(r + d));
   }
+}
+
+// sum_d a[d] * b[d] over n elements, in double: in the lanes of a vector (not one chain of dependent additions), then
+// folded; the caller rounds it once.
+template <class T>
+inline double dot_double(const T* a, const T* b, int64_t n) {
+  typedef double D __attribute__((vector_size(VB)));
+  constexpr int L = VB / sizeof(double);
+  typedef T X __attribute__((vector_size(L * sizeof(T))));
+  D acc{};
+  int64_t i = 0;
+  for (; i + L <= n; i += L) acc += __builtin_convertvector(load<X>(a + i), D) * __builtin_convertvector(load<X>(b + i), D);
+  double sum = hsum<double>(acc);
+  for (; i < n; ++i) sum += double(a[i]) * double(b[i]);
+  return sum;
+}
+
+// dst[0, n) = src[0, n) and dst[n, padded) = 0, by vectors where whole: inline (per-row calls of memcpy and memset
+// were a fifth of packing a graph's rows).
+template <class T>
+inline void copy_row(T* dst, const T* src, int64_t n, int64_t padded) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  int64_t d = 0;
+  for (; d + W <= n; d += W) store(dst + d, load<V>(src + d));
+  for (; d < n; ++d) dst[d] = src[d];
+  for (; d < padded; ++d) dst[d] = 0;
+}
+
+// Asks for the cache lines of n elements at x, to be read soon.
+template <class T>
+inline void prefetch(const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64 / sizeof(T)) __builtin_prefetch(x + i);
 }
 
 // y += alpha * x over n elements, n a multiple of the vector width
@@ -432,7 +500,10 @@ struct Call {
   T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
   bool score_rows = false;  // forward: tile scores as dot products of K rows (few query rows: no K^T to pack)
   bool direct;          // the products read the caller's K and V rows themselves: no perm, D whole register tiles
-  bool element_direct;  // the element path reads the caller's rows: D whole vectors
+  // the element path reads the caller's K and V rows: D whole vectors, and in the forward no node order (in the
+  // plan's order a query block's keys are a band of neighbouring rows, which packed rows hold in contiguous memory:
+  // measured 10-12% faster on a reordered graph than reading them where they lie)
+  bool element_direct;
   int64_t De;           // the element path's row length: D rounded up to whole vectors
   T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
   T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
@@ -464,7 +535,7 @@ struct Call {
     scale2_lo = static_cast<T>(p.scale * LOG2E - double(scale2));
     direct = !p.plan.perm && p.D == Dp;
     De = round_up<T>(p.D, Simd<T>::W);
-    element_direct = p.D == De;
+    element_direct = p.D == De && !p.plan.perm;
     tile_words = tm * tn / 32;
   }
 
@@ -525,11 +596,7 @@ void pack_transposed(T* dst, const T* const* rows, int64_t cols, int64_t D, int6
 
 template <class T>
 void pack_rows(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tn) {
-  for (int64_t j = 0; j < tn; ++j) {
-    T* out = dst + j * Dp;
-    if (j < cols) std::memcpy(out, rows[j], D * sizeof(T));
-    std::memset(out + (j < cols ? D : 0), 0, (Dp - (j < cols ? D : 0)) * sizeof(T));
-  }
+  for (int64_t j = 0; j < tn; ++j) copy_row(dst + j * Dp, j < cols ? rows[j] : nullptr, j < cols ? D : 0, Dp);
 }
 
 template <class T>
@@ -687,13 +754,19 @@ void mask_tile(const Call<T>& c, T* s, int64_t row0, int64_t rows, int64_t g, in
 
 // ------------------------------------------------------------------------------------------------------ forward
 
+// Rows the forward's element path takes through each phase together: a row's phases depend on one another from end
+// to end (scores, their maximum, exponentials, the sum of V rows), two rows' do not, so the core overlaps one row's
+// latencies with the other's work.
+constexpr int ELEMENT_ROWS = 2;
+
 // Thread scratch of the forward: the query tile, scores, output accumulator, row maxima and sums, interval bounds.
 template <class T>
 struct ForwardScratch {
   T *q, *s, *o, *mx, *l;
   typename Simd<T>::Idx* planar;
-  static int64_t scores(const Call<T>& c) {  // a tile's, or one row's over every key on the element path
-    return round_up<T>(imax(c.tm * c.tnp, c.p.fwd_sparse ? c.p.n_k + Simd<T>::W : 0), Simd<T>::W);
+  static int64_t row_scores(const Call<T>& c) { return round_up<T>(c.p.n_k + Simd<T>::W, Simd<T>::W); }
+  static int64_t scores(const Call<T>& c) {  // a tile's, or ELEMENT_ROWS rows' over every key on the element path
+    return imax(c.tm * c.tnp, c.p.fwd_sparse ? ELEMENT_ROWS * row_scores(c) : 0);
   }
   static int64_t size(const Call<T>& c) {
     return 2 * c.tm * c.Dp + scores(c) + 2 * c.tm + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
@@ -754,43 +827,87 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
   }
 }
 
-// The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
-// row, a sum of V rows), for rows whose tiles are mostly masked. q rows are in w.q already; writes w.o, w.mx, w.l as
-// the tile path leaves them.
+// Row tok of (batch, head) bh's output and lse from its unnormalised output o (D elements), the row's maximum
+// exponent mx and sum of exponentials l (base 2); zeros and -inf where the row saw no key.
 template <class T>
-void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bk, int64_t r0, int64_t rows,
-                      int64_t key_end) {
+void write_row(const AttentionProblem& p, int64_t bh, int64_t tok, const T* o, T mx, T l) {
+  T* dst = static_cast<T*>(p.out_w) + (bh * p.n_q + tok) * p.D;
+  T* lse = static_cast<T*>(p.lse_w) + bh * p.n_q + tok;
+  // a row with a visible key has l >= 1 (its maximum contributes 2^0)
+  if (l > 0) {
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = o[d] / l;
+    *lse = static_cast<T>((double(mx) + log2s(double(l))) * LN2);  // in double, so that it is rounded once
+  } else {
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
+    *lse = neg_inf<T>();
+  }
+}
+
+// The element path of a sparse query block: each row's keys one by one (dot products, one exact softmax over the
+// row, a sum of V rows), for rows whose tiles are mostly masked; writes the rows' outputs and lse. Rows are read
+// where they lie when D is whole vectors (else through w.q, zero-padded). ELEMENT_ROWS rows go through each phase
+// together.
+template <class T>
+void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t bh, int64_t bk, int64_t r0,
+                      int64_t rows, int64_t key_end) {
   using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
   constexpr int W = Simd<T>::W;
+  constexpr int R = ELEMENT_ROWS;
   const AttentionProblem& p = c.p;
-  const T ninf = neg_inf<T>();
+  const int64_t b = bh / p.H, h = bh % p.H;
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const V ninf = splat<V>(neg_inf<T>());
+  I lane;
+  for (int i = 0; i < W; ++i) lane[i] = i;
   const typename Call<T>::Rows key_rows = c.key_table(bk), value_rows = c.value_table(bk);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t* ptr = p.erow_ptr + g * (p.n_q + 1) + r0 + r;
-    const int32_t* keys = p.ecols + ptr[0];
-    int64_t count = ptr[1] - ptr[0];
-    while (count > 0 && keys[count - 1] >= key_end) --count;  // keys ascend
-    const T* q = w.q + r * c.Dp;
-    T* sc = w.s;
-    dots(q, c.De, count, [&](int64_t t) { return key_rows(keys[t]); }, sc);
-    const int64_t padded = round_up<T>(count, W);
-    for (int64_t t = count; t < padded; ++t) sc[t] = ninf;
-    V top = splat<V>(ninf);
-    for (int64_t t = 0; t < padded; t += W) top = vmax(top, load<V>(sc + t));
-    const T row_max = hmax<T>(top) * c.scale2;
-    const T shift = row_max == ninf ? T(0) : row_max;
-    const V vshift = splat<V>(shift);
-    V sum{};
-    for (int64_t t = 0; t < padded; t += W) {
-      const V x = vmax(load<V>(sc + t), lowest);
-      const V e = exp2v<T>(x * lo + (x * hi - vshift));
-      store(sc + t, e);
-      sum += e;
+  const int64_t* row_ptr = p.erow_ptr + g * (p.n_q + 1) + r0;
+  const int64_t scores = ForwardScratch<T>::row_scores(c);
+  for (int64_t r1 = 0; r1 < rows; r1 += R) {
+    const int n = static_cast<int>(imin(R, rows - r1));
+    const int32_t* keys[R];
+    int64_t count[R], tok[R];
+    T row_max[R], l[R];
+    for (int i = 0; i < n; ++i) {
+      keys[i] = p.ecols + row_ptr[r1 + i];
+      count[i] = row_ptr[r1 + i + 1] - row_ptr[r1 + i];
+      while (count[i] > 0 && keys[i][count[i] - 1] >= key_end) --count[i];  // keys ascend
+      tok[i] = c.token(r0 + r1 + i);
+      if (r1 + R + i < rows)  // rows lie anywhere
+        prefetch(c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r1 + R + i)), p.D);
     }
-    weighted_rows(w.o + r * c.Dp, c.De, sc, count, [&](int64_t t) { return value_rows(keys[t]); });
-    w.mx[r] = row_max;
-    w.l[r] = hsum<T>(sum);
+    for (int i = 0; i < n; ++i) {
+      const T* q = c.row_of(p.q, p.q_stride, b, h, tok[i]);
+      if (p.D != c.De) {
+        copy_row(w.q + i * c.De, q, p.D, c.De);
+        q = w.q + i * c.De;
+      }
+      dots(q, c.De, count[i], [&](int64_t t) { return key_rows(keys[i][t]); }, w.s + i * scores);
+    }
+    for (int i = 0; i < n; ++i) {
+      T* sc = w.s + i * scores;
+      // lanes past count (of the last vector) hold scores of a repeated key: -inf for the maximum, 0 for the sums
+      V top = ninf;
+      for (int64_t t = 0; t < count[i]; t += W)
+        top = vmax(top, lane < static_cast<typename Simd<T>::Idx>(count[i] - t) ? load<V>(sc + t) : ninf);
+      row_max[i] = hmax<T>(top) * c.scale2;
+      const V vshift = splat<V>(row_max[i] == neg_inf<T>() ? T(0) : row_max[i]);
+      V sum{};
+      for (int64_t t = 0; t < count[i]; t += W) {
+        const V x = vmax(load<V>(sc + t), lowest);
+        const V e = exp2v<T>(x * lo + (x * hi - vshift));
+        const V kept = lane < static_cast<typename Simd<T>::Idx>(count[i] - t) ? e : V{};
+        store(sc + t, kept);
+        sum += kept;
+      }
+      l[i] = hsum<T>(sum);
+    }
+    for (int i = 0; i < n; ++i) {
+      T* o = w.o + i * c.De;
+      std::memset(o, 0, c.De * sizeof(T));
+      weighted_rows(o, c.De, w.s + i * scores, count[i], [&](int64_t t) { return value_rows(keys[i][t]); });
+    }
+    for (int i = 0; i < n; ++i) write_row(p, bh, tok[i], w.o + i * c.De, row_max[i], l[i]);
   }
 }
 
@@ -803,6 +920,10 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   const int64_t m = p.plan.m_order ? p.plan.m_order[g * c.M + rank] : rank;
   const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0), rows_p = round_up<T>(rows, MR);
   ForwardScratch<T> w(c, thread);
+  int64_t key_end = p.n_k;
+  if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
+  const int64_t bk = b * p.Hk + kv;
+  if (c.fwd_elements(g, m)) return forward_elements<T>(c, w, g, bh, bk, r0, rows, key_end);
   const T ninf = neg_inf<T>();
   for (int64_t r = 0; r < rows_p; ++r) {
     T* qrow = w.q + r * c.Dp;
@@ -817,13 +938,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     w.mx[r] = ninf;
     w.l[r] = 0;
   }
-  int64_t key_end = p.n_k;
-  if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
-  const int64_t bk = b * p.Hk + kv;
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
   uint64_t vis[256 / MR], vis_t[256 / KB];
-  if (c.fwd_elements(g, m)) forward_elements<T>(c, w, g, bk, r0, rows, key_end);
-  for (int64_t e = c.fwd_elements(g, m) ? row_ptr[m + 1] : row_ptr[m]; e < row_ptr[m + 1]; ++e) {
+  for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
     const int64_t cols = imin(c.tn, key_end - c0);
@@ -863,21 +980,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
         gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
     }
   }
-  T* out = static_cast<T*>(p.out_w);
-  T* lse = static_cast<T*>(p.lse_w);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t tok = c.token(r0 + r);
-    T* dst = out + ((b * p.H + h) * p.n_q + tok) * p.D;
-    // a row with a visible key has l >= 1 (its maximum contributes 2^0)
-    if (w.l[r] > 0) {
-      for (int64_t d = 0; d < p.D; ++d) dst[d] = w.o[r * c.Dp + d] / w.l[r];
-      // in double, so that the result is rounded once
-      lse[(b * p.H + h) * p.n_q + tok] = static_cast<T>((double(w.mx[r]) + log2s(double(w.l[r]))) * LN2);
-    } else {
-      for (int64_t d = 0; d < p.D; ++d) dst[d] = 0;
-      lse[(b * p.H + h) * p.n_q + tok] = ninf;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r) write_row(p, bh, c.token(r0 + r), w.o + r * c.Dp, w.mx[r], w.l[r]);
 }
 
 // Threads worth starting: one where the call's products (the plan's entries for every (batch, head)) are too small to
@@ -922,21 +1025,17 @@ void run_forward(const AttentionProblem& p, int threads) {
 template <class T>
 struct BackwardScratch {
   T *s, *dp, *dk, *dv;
-  T *lse_hi, *lse_lo, *delta;  // the element path's: per query of one key's list (s and dp hold its scores)
   typename Simd<T>::Idx* planar;
   static int64_t scores(const Call<T>& c) {  // a tile's, or one key's list over every query on the element path
     return round_up<T>(imax(c.tm * c.tnp, c.p.bwd_sparse ? c.p.n_q + Simd<T>::W : 0), Simd<T>::W);
   }
   static int64_t size(const Call<T>& c) {
-    return 5 * scores(c) + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
+    return 2 * scores(c) + 2 * c.tnp * c.Dp + 4 * c.tnp * (sizeof(typename Simd<T>::Idx) / sizeof(T) + 1);
   }
   BackwardScratch(const Call<T>& c, int thread) {
     s = c.scratch + thread * c.scratch_stride;
     dp = s + scores(c);
-    lse_hi = dp + scores(c);
-    lse_lo = lse_hi + scores(c);
-    delta = lse_lo + scores(c);
-    dk = delta + scores(c);
+    dk = dp + scores(c);
     dv = dk + c.tnp * c.Dp;
     planar = reinterpret_cast<typename Simd<T>::Idx*>(dv + c.tnp * c.Dp);
   }
@@ -963,13 +1062,15 @@ void pack_queries(Call<T>& c, int64_t unit) {
     const T* q = c.row_of(p.q, p.q_stride, b, h, tok);
     const T* dout = c.row_of(p.dout, p.do_stride, b, h, tok);
     const T* o = c.row_of(p.out, p.o_stride, b, h, tok);
-    std::memcpy(c.qp + at * c.Dp, q, p.D * sizeof(T));
-    std::memcpy(c.dop + at * c.Dp, dout, p.D * sizeof(T));
-    std::memset(c.qp + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
-    std::memset(c.dop + at * c.Dp + p.D, 0, (c.Dp - p.D) * sizeof(T));
-    double delta = 0;
-    for (int64_t d = 0; d < p.D; ++d) delta += double(dout[d]) * double(o[d]);
-    c.delta[at] = static_cast<T>(delta);
+    if (r + 1 < p.n_q) {  // rows lie anywhere
+      const int64_t next = c.token(r + 1);
+      prefetch(c.row_of(p.q, p.q_stride, b, h, next), p.D);
+      prefetch(c.row_of(p.dout, p.do_stride, b, h, next), p.D);
+      prefetch(c.row_of(p.out, p.o_stride, b, h, next), p.D);
+    }
+    copy_row(c.qp + at * c.Dp, q, p.D, c.Dp);
+    copy_row(c.dop + at * c.Dp, dout, p.D, c.Dp);
+    c.delta[at] = static_cast<T>(dot_double(dout, o, p.D));
     // +inf on rows that see no key makes P = exp2(scores - inf) = 0 there, whatever the scores are
     const double lse2 = lse[tok] == -inf ? double(inf) : double(lse[tok]) * LOG2E;
     c.lse2[2 * at] = static_cast<T>(lse2);
@@ -986,27 +1087,36 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
   constexpr int W = Simd<T>::W;
   const AttentionProblem& p = c.p;
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  typename Simd<T>::I lane;
+  for (int i = 0; i < W; ++i) lane[i] = i;
   const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0);
   for (int64_t j = 0; j < cols; ++j) {
     const int64_t* ptr = p.ecol_ptr + g * (p.n_k + 1) + c0 + j;
     const int32_t* queries = p.erows + ptr[0];
-    const int64_t count = ptr[1] - ptr[0], padded = round_up<T>(count, W);
+    const int64_t count = ptr[1] - ptr[0];
     const T* k = c.key_table(bk)(c0 + j);
     const T* v = c.value_table(bk)(c0 + j);
+    if (j + 1 < cols) {  // rows lie anywhere
+      prefetch(c.key_table(bk)(c0 + j + 1), c.De);
+      prefetch(c.value_table(bk)(c0 + j + 1), c.De);
+    }
     dots(k, c.De, count, [&](int64_t t) { return qp + queries[t] * c.Dp; }, w.s);
     dots(v, c.De, count, [&](int64_t t) { return dop + queries[t] * c.Dp; }, w.dp);
-    for (int64_t t = 0; t < count; ++t) {
-      const int64_t i = queries[t];
-      w.lse_hi[t] = lse2[2 * i];
-      w.lse_lo[t] = lse2[2 * i + 1];
-      w.delta[t] = delta[i];
-    }
-    for (int64_t t = count; t < padded; ++t) w.s[t] = w.dp[t] = w.lse_hi[t] = w.lse_lo[t] = w.delta[t] = 0;
-    for (int64_t t = 0; t < padded; t += W) {
+    // P and dS W queries at a time, their lse and delta gathered in registers; lanes past count (a repeated query's
+    // scores) are 0
+    for (int64_t t = 0; t < count; t += W) {
+      V l2, l2_lo, dl;
+      for (int i = 0; i < W; ++i) {
+        const int64_t at = queries[t + i < count ? t + i : t];
+        l2[i] = lse2[2 * at];
+        l2_lo[i] = lse2[2 * at + 1];
+        dl[i] = delta[at];
+      }
       const V x = vmax(load<V>(w.s + t), lowest);
-      const V prob = exp2v<T>((x * hi - load<V>(w.lse_hi + t)) + (x * lo - load<V>(w.lse_lo + t)));
-      store(w.s + t, prob);
-      store(w.dp + t, prob * (load<V>(w.dp + t) - load<V>(w.delta + t)));  // dS
+      const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
+      const V kept = lane < static_cast<typename Simd<T>::Idx>(count - t) ? prob : V{};
+      store(w.s + t, kept);
+      store(w.dp + t, kept * (load<V>(w.dp + t) - dl));  // dS
     }
     weighted_rows(w.dv + j * c.Dp, c.De, w.s, count, [&](int64_t t) { return dop + queries[t] * c.Dp; });
     weighted_rows(w.dk + j * c.Dp, c.De, w.dp, count, [&](int64_t t) { return qp + queries[t] * c.Dp; });
@@ -1145,6 +1255,9 @@ void finish_dkdv(Call<T>& c, int64_t unit) {
 template <class T>
 void run_backward(const AttentionProblem& p, int threads) {
   Call<T> c(p);
+  // the element path reads each K and V row once per head here (one key's x in its dot products): packing them in
+  // the plan's order would only add a copy
+  c.element_direct = p.D == c.De;
   threads = useful_threads(c, threads);
   const int64_t groups = p.mask_B * p.mask_H, Mq = c.M * c.tm;
   // Enough work units for every thread: whole (batch, head)s when they divide among the threads or are many, else

@@ -7,6 +7,13 @@
 // For a sparse query block, row i's keys are cols[row_ptr[g, i] : row_ptr[g, i + 1]] (ascending, positions in the
 // plan's order); for a sparse key block, key j's queries are rows[col_ptr[g, j] : col_ptr[g, j + 1]]. Rows and keys of
 // dense blocks have empty lists.
+//
+// Where every block takes the element path, the plan has no node order of its own, one mask group and as many rows as
+// keys (a graph in its nodes' given order), the lists may come in an execution order instead (`ordered`): a Reverse
+// Cuthill-McKee order of the lists' pattern (rcm.hpp), `order[i]` the plan position at position i, both lists
+// relabelled to it. The kernels then follow it as they follow a plan's node order (perm): a block of consecutive rows
+// reads a band of neighbouring keys, packed, instead of keys scattered over the whole array. Each row's result is the
+// same up to the order of its sums.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +21,7 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "rcm.hpp"
 
 namespace maskprep {
 
@@ -24,6 +32,7 @@ struct ElementLists {
   std::vector<uint8_t> bwd_sparse;  // (G, N)
   std::vector<int64_t> col_ptr;     // (G, n_k + 1), global offsets into rows
   std::vector<int32_t> rows;
+  std::vector<int64_t> order;       // (n_q,) the execution order the lists are in, or empty: the plan's
 };
 
 struct BitsPlan {  // what of a plan the lists need: its arrays and geometry
@@ -76,9 +85,26 @@ inline void mark_sparse(const BitsPlan& p, const int64_t* ptr, const uint8_t* ki
     }
 }
 
+// ptr / idx (one group's lists over n positions) relabelled: position i takes old position order[i]'s list, its entries
+// mapped by inverse (old -> new) and ascending again.
+inline void relabel(std::vector<int64_t>& ptr, std::vector<int32_t>& idx, const std::vector<int64_t>& order,
+                    const std::vector<int64_t>& inverse) {
+  const int64_t n = static_cast<int64_t>(order.size());
+  std::vector<int64_t> new_ptr(n + 1, 0);
+  std::vector<int32_t> new_idx(idx.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t old = order[i], begin = new_ptr[i];
+    new_ptr[i + 1] = begin + ptr[old + 1] - ptr[old];
+    for (int64_t e = ptr[old]; e < ptr[old + 1]; ++e) new_idx[begin + e - ptr[old]] = static_cast<int32_t>(inverse[idx[e]]);
+    std::sort(new_idx.begin() + begin, new_idx.begin() + new_ptr[i + 1]);
+  }
+  ptr.swap(new_ptr);
+  idx.swap(new_idx);
+}
+
 }  // namespace element_lists_detail
 
-inline void element_lists(const BitsPlan& p, double max_density, ElementLists& out) {
+inline void element_lists(const BitsPlan& p, double max_density, bool ordered, ElementLists& out) {
   using namespace element_lists_detail;
   const int64_t M = cdiv(p.n_q, p.tile_m), N = cdiv(p.n_k, p.tile_n), words = p.tile_m * p.tile_n / 32;
   std::vector<int64_t> ones(p.arrays.pool_tiles, 0);
@@ -149,6 +175,17 @@ inline void element_lists(const BitsPlan& p, double max_density, ElementLists& o
     }
     if (!pass) out.rows.resize(total);
   }
+
+  out.order.clear();
+  const bool every_block = std::all_of(out.fwd_sparse.begin(), out.fwd_sparse.end(), [](uint8_t s) { return s; }) &&
+                           std::all_of(out.bwd_sparse.begin(), out.bwd_sparse.end(), [](uint8_t s) { return s; });
+  if (!ordered || !every_block || p.groups != 1 || p.n_q != p.n_k || p.arrays.perm || p.n_q < 2) return;
+  out.order.resize(p.n_q);
+  rcm_order(out.row_ptr.data(), out.cols.data(), p.n_q, false, 0, 1, out.order.data());
+  std::vector<int64_t> inverse(p.n_q);
+  for (int64_t i = 0; i < p.n_q; ++i) inverse[out.order[i]] = i;
+  relabel(out.row_ptr, out.cols, out.order, inverse);
+  relabel(out.col_ptr, out.rows, out.order, inverse);
 }
 
 }  // namespace maskprep

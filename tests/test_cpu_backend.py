@@ -170,6 +170,35 @@ def test_element_path(name, D, dtype, isa):
         assert cpu.element_lists(plan) is lists  # made once per plan
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@DTYPES
+@pytest.mark.parametrize("D", [24, 64])
+def test_element_path_execution_order(D, dtype, isa):
+    """A graph in its nodes' given order, every block on the element path: the lists come in an execution order (a
+    permutation, not the given one) that the kernels follow like a node order; results as the reference's, and as
+    with lists in the plan's order. key_lens takes lists without an order (the backend makes those for it)."""
+    rng = np.random.default_rng(5)
+    spec = masks.from_graph(testing.random_geometric(300, degree=8, seed=3), reorder=None)
+    plan = maskattn.compile_mask(spec, (32, 32))
+    assert plan.perm is None
+    ordered = kernels.element_lists(plan, 1.0)
+    order = ordered[6]
+    assert order is not None and np.array_equal(np.sort(order), np.arange(300))
+    assert not np.array_equal(order, np.arange(300))
+    assert kernels.element_lists(plan, 1.0, ordered=False)[6] is None
+    q, k, v, do = (x.astype(dtype) for x in inputs(rng, 2, 4, 2, 300, 300, D))
+    want = results(reference, plan, q, k, v, do, 0.4)
+    got = element_results(plan, q, k, v, do, 0.4, isa=isa)
+    for name, g, w in zip(NAMES, got, want):
+        assert error(g, w) <= (1e-12 if dtype == np.float64 else 1e-5), name
+    lens = np.array([300, 171])
+    with pytest.raises(ValueError, match="execution order"):
+        kernels.attention_forward(q, k, v, plan, 0.4, lens, lists=ordered)
+    with_lens = cpu.forward(q, k, v, plan, 0.4, key_lens=lens)
+    for g, w in zip(with_lens, reference.forward(q, k, v, plan, 0.4, key_lens=lens)):
+        assert error(g, w) <= (1e-12 if dtype == np.float64 else 1e-5)
+
+
 def test_element_path_key_lens():
     rng = np.random.default_rng(8)
     plan = maskattn.compile_mask(masks.from_dense(rng.random((40, 90)) < 0.2), (16, 32))

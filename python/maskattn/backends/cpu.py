@@ -55,14 +55,14 @@ def threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def element_lists(plan):
+def element_lists(plan, ordered: bool = True):
     """The element path's lists of ``plan`` (``maskattn._maskprep.attention.element_lists``: its bit tiles decoded,
-    where a block's tiles are mostly masked), made on first use and kept with the plan's device copies (a plan never
-    changes); None where no block takes that path."""
-    cache = plan._device_cache
-    if "cpu" not in cache:
-        cache["cpu"] = _kernels.element_lists(plan) if plan.payload == "bits" else None
-    return cache["cpu"]
+    where a block's tiles are mostly masked; ``ordered``: in an execution order where they may be), made on first use
+    and kept with the plan's device copies (a plan never changes); None where no block takes that path."""
+    cache, key = plan._device_cache, ("cpu", ordered)
+    if key not in cache:
+        cache[key] = _kernels.element_lists(plan, ordered=ordered) if plan.payload == "bits" else None
+    return cache[key]
 
 
 def forward(q, k, v, plan, scale: float, key_lens=None, *, threads: int | None = None, isa: str | None = None):
@@ -84,7 +84,7 @@ def forward(q, k, v, plan, scale: float, key_lens=None, *, threads: int | None =
     lse : (B, H, n_q) array of q's dtype (natural log; -inf on rows that see no key)
     """
     return _kernels.attention_forward(q, k, v, plan, float(scale), key_lens, threads=_threads(threads), isa=isa,
-                                      lists=element_lists(plan))
+                                      lists=element_lists(plan, ordered=key_lens is None))
 
 
 def backward(do, q, k, v, out, lse, plan, scale: float, *, threads: int | None = None, isa: str | None = None):
