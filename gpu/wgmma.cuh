@@ -18,8 +18,9 @@ namespace maskattn {
 constexpr int SW128_BYTES = 128;  // bytes of one swizzled row of a 64-column block
 
 // Columns a tile of D columns takes in shared memory: whole 64-column blocks. At D = 32 and 96 the last block's upper
-// 32 columns hold zeros (the copy engine's fill past D) or stale bytes (cp.async writes D columns only); the K-major
-// products stop at column D, and an N-major product over them (P V) only fills accumulator columns nobody stores.
+// 32 columns hold zeros (the copy engine's fill past D) or stale bytes (cp.async writes D columns only); every
+// product stops at column D (the K-major ones by their k steps, the N-major ones by wgmma_rs_tnsp at N = D) but the
+// one-pass backward's dQ halves, whose extra accumulator columns nobody reads.
 template <int D>
 constexpr int SW128_COLUMNS = (D + 63) / 64 * 64;
 
