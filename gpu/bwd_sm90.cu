@@ -75,14 +75,21 @@ namespace maskattn {
 namespace sm90_bwd {
 
 constexpr int TILE_M = 128;
-constexpr int TILE_N = 128;
-constexpr int BM = 64;  // query rows per step
+constexpr int TILE_N = 128;  // the dQ kernel's key blocks, and the dK/dV kernel's up to D = 128
+constexpr int BM = 64;       // query rows per step
 constexpr int THREADS = 384;
+// dK/dV kernel: the plan's key blocks, 128 keys up to D = 128 (the consumers take 64 each) and 64 at D = 192 and 256
+// (the training tile there, kernels.tile_for: the consumers share the keys and split the columns)
+template <int D>
+constexpr bool WIDE = D > 128;
+template <int D>
+constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
 // dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk
 // of 128 threads for perm plans: 40 spill 28 bytes there, which the one pass's consumers need) and of the consumers
-// (dK and dV accumulators, 64 + 64 at D = 128, S^T and dP^T, 32 + 32, in one pass dQ's half, 32: 224 spill 56 bytes
-// there). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three
-// budgets must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
+// (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (16 + 16 wide), in one pass dQ's half,
+// 32 (64 wide): 224 spill 56 bytes there). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec
+// freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step
+// too high hangs the kernel.
 template <bool PERM, bool ATOMIC>
 constexpr int PRODUCER_REGS = !PERM ? 24 : ATOMIC ? 40 : 56;
 template <bool PERM, bool ATOMIC>
@@ -96,15 +103,21 @@ constexpr int DQ_CONSUMER_REGS = 232;  // dQ accumulator (64 at D = 128), S and 
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
 template <int D>
-constexpr int KV_BYTES = TILE_N * SW128_COLUMNS<D> * 2;
+constexpr int KV_BYTES = KEY_BLOCK<D> * SW128_COLUMNS<D> * 2;
 template <int D>
 constexpr int STEP_BYTES = BM * SW128_COLUMNS<D> * 2;
 constexpr int ROW_VALUES_BYTES = 2 * 2 * BM * 4;  // LSE and delta, two stages
-// one pass (ATOMIC): dS^T of a step, keys in rows and its BM queries in columns, two buffers; and each consumer's
-// half of the step's dQ columns in float32, in the accumulator's register order (DqChunk)
-constexpr int DS_BYTES = TILE_N * BM * 2;
+// dS^T of a step (one pass, and every wide kernel), keys in rows and its BM queries in columns, two buffers; wide
+// kernels also P^T, two buffers
+template <int D>
+constexpr int DS_BYTES = KEY_BLOCK<D> * BM * 2;
+// one pass: each consumer's half of the step's dQ columns in float32, in the accumulator's register order (DqChunk),
+// staged for its bulk reduction: in a buffer of its own, but at D = 256 (no room left) in the consumer's own columns
+// of the step's Q and dO tiles, which nothing else reads once its dK and dV products have completed
 template <int D>
 constexpr int DQ_BYTES = BM * (SW128_COLUMNS<D> / 2) * 4;
+template <int D>
+constexpr bool DQ_IN_STEP = D == 256;
 
 // mbarriers: K and V landed; a stage's step landed; a stage released by both consumers
 enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, BARRIERS = 5 };
@@ -113,12 +126,30 @@ static_assert(2 * 16 + BARRIERS * 8 <= 128, "the step descriptions and mbarriers
 // Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads)
 constexpr int DS_READY = 6;
 
+// A consumer's columns of its step's dQ in the one pass (of the tiles' DS columns), and of dK and dV in the wide
+// kernel: [N0 c, N0 c + N0) and, where N1 > 0 (DS = 192), [2 N0 + N1 c, 2 N0 + N1 (c + 1)). An N-major wgmma operand
+// may end inside a 64-column swizzle block but not start inside one and run past it, so DS = 192 takes its halves
+// of 96 columns as 64 + 32.
+template <int DS>
+struct HalfColumns {
+  static constexpr int N0 = DS == 192 ? 64 : DS / 2, N1 = DS / 2 - N0;
+  // first column of piece 0 or 1 of consumer c
+  static __device__ __forceinline__ int first(int piece, int c) { return piece == 0 ? N0 * c : 2 * N0 + N1 * c; }
+  // (consumer, index among its DS / 2 columns) of column col
+  static __device__ __forceinline__ int2 of(int col) {
+    if constexpr (N1 > 0) {
+      if (col >= 2 * N0) return make_int2((col - 2 * N0) / N1, N0 + (col - 2 * N0) % N1);
+    }
+    return make_int2(col / N0, col % N0);
+  }
+};
+
 // Where a consumer's half of a step's dQ lies in the float32 accumulator (D: its columns a row, the kernels' padded
 // width DS): chunk (2 * step + consumer) of BM x D / 2 floats, where step = (b * heads + h) * (n_q_pad / BM) +
 // row / BM, written as the consumers hold it: the n8 fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4
-// (fragment rows 16 (c / 32) + (c % 32) / 4 and 8 more, columns 8 j + 2 (c % 4) and one more:
-// bwd_dq_convert_sm90_kernel undoes it). One bulk reduction a chunk, from shared memory written without bank
-// conflicts.
+// (fragment rows 16 (c / 32) + (c % 32) / 4 and 8 more, columns 8 j + 2 (c % 4) and one more, of the consumer's
+// columns, HalfColumns: bwd_dq_convert_sm90_kernel undoes it). Bulk reductions from shared memory written without
+// bank conflicts.
 template <int D>
 struct DqChunk {
   static constexpr int FLOATS = BM * (D / 2);
@@ -133,9 +164,10 @@ struct DqChunk {
 
 // bwd_sm90_smem_bytes in backends/cuda/bwd.py
 template <int D, bool ATOMIC>
-constexpr int BWD_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
-                                    (ATOMIC ? 2 * sm90_bwd::DS_BYTES + 2 * sm90_bwd::DQ_BYTES<D> : 0) +
-                                    sm90_bwd::ROW_VALUES_BYTES + 128;
+constexpr int BWD_SM90_SMEM_BYTES =
+    sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
+    (ATOMIC || sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) + (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
+    (ATOMIC && !sm90_bwd::DQ_IN_STEP<D> ? 2 * sm90_bwd::DQ_BYTES<D> : 0) + sm90_bwd::ROW_VALUES_BYTES + 128;
 
 // bwd_dq_sm90_smem_bytes in backends/cuda/bwd.py
 template <int D>
@@ -149,13 +181,18 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
                          const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
-  static_assert(D == 32 || D == 64 || D == 96 || D == 128, "head dims 32 to 128");
-  using Mma = Wgmma<T>;
-  constexpr int DS = SW128_COLUMNS<D>;  // columns of the shared tiles, and (one pass) of dQ's products
-  constexpr int NQ = BM / 8;   // n8 fragments of S^T and dP^T per warp (query columns)
-  constexpr int DB = D / 8;    // n8 fragments of dK and dV per warp
+  static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
+  constexpr bool W = WIDE<D>;
+  constexpr int KB = KEY_BLOCK<D>;       // keys of the CTA
+  constexpr int DS = SW128_COLUMNS<D>;   // columns of the shared tiles, and (one pass) of dQ's products
+  constexpr int NQ = (W ? BM / 2 : BM) / 8;  // n8 fragments of S^T and dP^T per warp (query columns)
+  constexpr int DB = (W ? DS / 2 : D) / 8;   // n8 fragments of dK and dV per warp
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
-  constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>;
+  constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>, DSB = DS_BYTES<D>;
+  constexpr bool IN_STEP = ATOMIC && DQ_IN_STEP<D>;
+  using Cols = HalfColumns<DS>;
+  static_assert(BWD_SM90_SMEM_BYTES<D, ATOMIC> + 2 * BM * 4 <= 227 * 1024,
+                "fits the shared memory a block may opt into, with a node order's row table (producer_rows<BM>)");
 
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned smem_raw = smem_addr(smem);
@@ -163,9 +200,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned sV = sK + KV;
   const unsigned sQ = sV + KV;            // [2] stages
   const unsigned sdO = sQ + 2 * STEP;     // [2] stages
-  const unsigned sdS = sdO + 2 * STEP;    // [2] buffers (ATOMIC)
-  const unsigned sdQ = sdS + (ATOMIC ? 2 * DS_BYTES : 0);  // [2] consumers (ATOMIC)
-  const unsigned sRows = sdQ + (ATOMIC ? 2 * DQ_BYTES<D> : 0);  // [2] stages of BM LSE values, then [2] of delta
+  const unsigned sdS = sdO + 2 * STEP;    // [2] buffers (one pass or wide)
+  const unsigned sP = sdS + (ATOMIC || W ? 2 * DSB : 0);  // [2] buffers (wide)
+  const unsigned sdQ = sP + (W ? 2 * DSB : 0);              // [2] consumers (one pass, but DQ_IN_STEP)
+  const unsigned sRows = sdQ + (ATOMIC && !IN_STEP ? 2 * DQ_BYTES<D> : 0);  // [2] stages of BM LSE, then [2] of delta
   const unsigned sSteps = sRows + ROW_VALUES_BYTES;  // [2] int4 step descriptions
   const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D, ATOMIC> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
@@ -181,7 +219,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto where = [&]() {
     const int b = blockIdx.x / kv_heads, kv_head = blockIdx.x % kv_heads, h_first = kv_head * heads_per_kv;
     const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + blockIdx.y];
-    return Where{b, kv_head, h_first, n_block, n_block * TILE_N};
+    return Where{b, kv_head, h_first, n_block, n_block * KB};
   };
 
   if (tid == 0) {
@@ -228,9 +266,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound
     auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup
-      load_rows_sw128_async<TILE_N, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0},
+      load_rows_sw128_async<KB, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0},
                                             n_k - key0, tid);
-      load_rows_sw128_async<TILE_N, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0},
+      load_rows_sw128_async<KB, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0},
                                             n_k - key0, tid);
       cp_async_commit();
       // the group committed last lands, is fenced for wgmma and announced while the next one is in flight
@@ -275,8 +313,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       mbarrier_arrive(barrier(pending));
     } else if (tid == 0) {  // tiles of consecutive rows: the copy engine, one thread, which never waits for its copies
       mbarrier_arrive_expect_tx(barrier(KV_FULL), 2 * KV);
-      tma_load_tile<TILE_N, D>(sK, &k_map, key0, kv_head, b, barrier(KV_FULL));
-      tma_load_tile<TILE_N, D>(sV, &v_map, key0, kv_head, b, barrier(KV_FULL));
+      tma_load_tile<KB, D>(sK, &k_map, key0, kv_head, b, barrier(KV_FULL));
+      tma_load_tile<KB, D>(sV, &v_map, key0, kv_head, b, barrier(KV_FULL));
 #pragma unroll 1
       for (int i = 0;; ++i) {
         const int stage = i & 1;
@@ -304,31 +342,49 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   setmaxnreg_inc<CONSUMER_REGS<PERM, ATOMIC>>();
   const Where at = where();
   const int b = at.b, kv_head = at.kv_head, n_block = at.n_block, key0 = at.key0;
-  const int consumer = warpgroup - 1;  // keys [64 consumer, 64 consumer + 64) of the block
+  // Up to D = 128 consumer c takes keys [64 c, 64 c + 64) of the block's 128, all BM queries of a step and every
+  // column of dK and dV. Wide (D = 192, 256) both take the block's 64 keys: consumer c computes the step's S^T and
+  // dP^T for queries [32 c, 32 c + 32), writes P^T and dS^T to shared memory, and once both have, accumulates its
+  // columns (HalfColumns) of dK and dV over all BM queries (and of dQ over the 64 keys): every product reads both
+  // operands from shared memory.
+  const int consumer = warpgroup - 1;
+  const int key_lo = W ? 0 : 64 * consumer, query_lo = W ? 32 * consumer : 0;
   const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
-  const int tile_key = 64 * consumer + 16 * warp + g_lane;  // this thread's keys inside the block: tile_key (+ 8)
+  const int tile_key = key_lo + 16 * warp + g_lane;  // this thread's keys inside the block: tile_key (+ 8)
   const int key = key0 + tile_key;
-  const bool past_keys = key0 + TILE_N > n_k;
+  const bool past_keys = key0 + KB > n_k;
 
   // descriptors at stage 0 and k step 0. K-major (S^T, dP^T): a k step moves 32 bytes inside a 64-column block,
   // then a block; N-major (dV, dK: Q and dO transposed): a k step moves 16 rows, 64-column blocks BM rows apart.
-  const unsigned long long k_desc = sw128_desc(sK + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
-  const unsigned long long v_desc = sw128_desc(sV + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
-  const unsigned long long q_desc = sw128_desc(sQ, 16, 8 * SW128_BYTES);
-  const unsigned long long do_desc = sw128_desc(sdO, 16, 8 * SW128_BYTES);
+  const unsigned long long k_desc = sw128_desc(sK + key_lo * SW128_BYTES, 16, 8 * SW128_BYTES);
+  const unsigned long long v_desc = sw128_desc(sV + key_lo * SW128_BYTES, 16, 8 * SW128_BYTES);
+  const unsigned long long q_desc = sw128_desc(sQ + query_lo * SW128_BYTES, 16, 8 * SW128_BYTES);
+  const unsigned long long do_desc = sw128_desc(sdO + query_lo * SW128_BYTES, 16, 8 * SW128_BYTES);
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
-  // one pass: dQ (its DS / 2 columns of this consumer) += dS K over the block's 128 keys, with dS^T (keys in rows,
-  // M contiguous) and K (N contiguous) read transposed; a k step moves 16 keys. This consumer's columns start in
-  // 64-column block (DS / 2 consumer) / 64 of K, at element (DS / 2 consumer) % 64 of its rows.
-  constexpr int HALF_D = DS / 2;
-  const unsigned long long dst_desc = sw128_desc(sdS, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
-  const unsigned long long kt_desc =
-      sw128_desc(sK + (HALF_D * consumer / 64) * TILE_N * SW128_BYTES + (HALF_D * consumer % 64) * 2,
-                 TILE_N * SW128_BYTES, 8 * SW128_BYTES);
+  // the consumer's piece of columns of a ROWS-row tile, N-major: it starts in 64-column block col / 64, at element
+  // col % 64 of its rows (a descriptor's start address may lie inside a row)
+  auto column_piece = [&](unsigned long long desc, int rows, int piece) -> unsigned long long {
+    const int col = Cols::first(piece, consumer);
+    return desc + ((unsigned)((col / 64) * rows * SW128_BYTES + (col % 64) * 2) >> 4);
+  };
+  // dQ (this consumer's DS / 2 columns) += dS K over the block's keys, with dS^T (keys in rows, M contiguous) and K
+  // (N contiguous) read transposed; a k step moves 16 keys.
+  const unsigned long long dst_desc = sw128_desc(sdS, KB * SW128_BYTES, 8 * SW128_BYTES);
+  const unsigned long long kt_desc = sw128_desc(sK, KB * SW128_BYTES, 8 * SW128_BYTES);
   auto key_step = [](int kk) { return (unsigned)(kk * 16 * SW128_BYTES) >> 4; };
+  // wide: P^T (and dS^T) as K-major A operands, queries along k
+  const unsigned long long pt_desc = sw128_desc(sP, 16, 8 * SW128_BYTES);
+  const unsigned long long dst_k_desc = sw128_desc(sdS, 16, 8 * SW128_BYTES);
+  // one pass: where a consumer stages its chunk of dQ (DQ_IN_STEP: in its own columns of the step's Q, then dO)
+  constexpr int PIECES = IN_STEP ? 2 : 1;
+  constexpr int PIECE_BYTES = DQ_BYTES<D> / PIECES;
+  auto staging = [&](int stage, int piece) {
+    return IN_STEP ? (piece ? sdO : sQ) + stage * STEP + consumer * PIECE_BYTES
+                   : sdQ + consumer * DQ_BYTES<D> + piece * PIECE_BYTES;
+  };
 
   float acc_dk[DB][4], acc_dv[DB][4];
 #pragma unroll
@@ -337,15 +393,27 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     for (int c = 0; c < 4; ++c) acc_dk[j][c] = acc_dv[j][c] = 0.f;
   }
   float s[NQ][4], dp[NQ][4];
-  unsigned p[KS][4], ds[KS][4];
+  unsigned p[NQ / 2][4], ds[NQ / 2][4];
   const float* lse_s = reinterpret_cast<const float*>(generic(sRows));
   const float* delta_s = lse_s + 2 * BM;
-  int ds_turn = 0;  // steps with a dQ product so far: their dS^T buffers alternate
+  int ds_turn = 0;  // steps that wrote dS^T so far: its buffers (and P^T's) alternate
+  // DQ_IN_STEP: the stage whose tiles the last dQ reductions read, released once they have: in the next step, under
+  // its S^T and dP^T products, but with a node order before the wait for that step, since the cp.async producer
+  // announces a step only once it has issued the one after, into the held stage; -1: none
+  int held = -1;
+  auto release_held = [&]() {
+    if (IN_STEP && held >= 0) {
+      if (ctid == 0) bulk_wait_read<0>();
+      mbarrier_arrive(barrier(EMPTY + held));
+      held = -1;
+    }
+  };
 
   mbarrier_wait(barrier(KV_FULL), 0);
 #pragma unroll 1
   for (int i = 0;; ++i) {
     const int stage = i & 1;
+    if constexpr (PERM) release_held();
     mbarrier_wait(barrier(FULL + stage), (i >> 1) & 1);
     const int4 here = steps[stage];
     if (here.x < 0) break;
@@ -353,112 +421,183 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     const bool partial = MASK != MASK_NONE && payload >= 0;
     const int* block_minmax = interval_minmax + ((long long)group * n_nblocks + n_block) * 8;
     // interval tiles can hold BM-row steps that no key of the block sees
-    if (!(MASK == MASK_INTERVALS && partial && interval_covers(block_minmax, row0, BM))) {
+    const bool skip = MASK == MASK_INTERVALS && partial && interval_covers(block_minmax, row0, BM);
+    if (!skip) {
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        Mma::ss_n64(s, k_desc + sw128_k_step<TILE_N>(kk), q_desc + ((stage * STEP) >> 4) + sw128_k_step<BM>(kk),
-                    kk > 0);
+        wgmma_ss<T, 0, 0>(s, k_desc + sw128_k_step<KB>(kk), q_desc + ((stage * STEP) >> 4) + sw128_k_step<BM>(kk),
+                          kk > 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        Mma::ss_n64(dp, v_desc + sw128_k_step<TILE_N>(kk), do_desc + ((stage * STEP) >> 4) + sw128_k_step<BM>(kk),
-                    kk > 0);
+        wgmma_ss<T, 0, 0>(dp, v_desc + sw128_k_step<KB>(kk), do_desc + ((stage * STEP) >> 4) + sw128_k_step<BM>(kk),
+                          kk > 0);
       }
       wgmma_commit();
+      release_held();
       wgmma_wait<1>();
       pin_registers(s);
 
+      const int query = row0 + query_lo + 2 * t_lane;  // this thread's first query column
       if constexpr (MASK == MASK_INTERVALS) {
         if (partial) {
           const IntervalReach reach = interval_reach(block_minmax, row0, BM);
           const int2* bounds = reinterpret_cast<const int2*>(intervals) + (long long)group * n_k * 2;
-          if (reach.lower) mask_interval_t(s, bounds, key, n_k, row0 + 2 * t_lane);
-          if (reach.upper) mask_interval_t(s, bounds + 1, key, n_k, row0 + 2 * t_lane);
+          if (reach.lower) mask_interval_t(s, bounds, key, n_k, query);
+          if (reach.upper) mask_interval_t(s, bounds + 1, key, n_k, query);
         }
       } else if constexpr (MASK == MASK_BITS) {
         if (partial) {
-          mask_bits_t<NQ, TILE_N>(s, bit_pool + (long long)payload * (TILE_M * TILE_N / 32), row_step + 2 * t_lane,
-                                  tile_key);
+          mask_bits_t<NQ, KB>(s, bit_pool + (long long)payload * (TILE_M * KB / 32), row_step + query_lo + 2 * t_lane,
+                              tile_key);
         }
       }
       if (past_keys) mask_keys_t(s, key, n_k);
 
-      probabilities_t(s, lse_s + stage * BM + 2 * t_lane, scale_log2);  // P^T
+      const int values = stage * BM + query_lo + 2 * t_lane;
+      probabilities_t(s, lse_s + values, scale_log2);  // P^T
       wgmma_wait<0>();
       pin_registers(dp);
 
-      score_grads_t(dp, s, delta_s + stage * BM + 2 * t_lane);  // dS^T = P^T (dP^T - delta)
+      score_grads_t(dp, s, delta_s + values);  // dS^T = P^T (dP^T - delta)
 
-      // dV += P^T dO and dK += dS^T Q (scaled in the epilogue), both A operands packed from the accumulators: the
-      // float ones are dead by then, so P^T, dS^T and the two accumulators are all that the products hold
+      // P^T and dS^T packed to 16 bits: the float ones are dead by then
       pack_a_operand<T>(p, s);
       pack_a_operand<T>(ds, dp);
-      wgmma_fence();
+      float acc_dq[DS / 16][4];
+      const unsigned buffer = (ds_turn & 1) * DSB;  // the other consumer may still read the previous turn's
+      if constexpr (!W) {
+        // dV += P^T dO and dK += dS^T Q (scaled in the epilogue) from registers; dV's product runs under the dS^T
+        // arithmetic
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
+        for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
 #pragma unroll
-      for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
-      wgmma_commit();
-      float acc_dq[HALF_D / 8][4];
-      if constexpr (ATOMIC) {
-        // dS^T into this turn's buffer (the other consumer may still read the previous turn's), then dQ's half
-        const unsigned ds_buffer = (ds_turn & 1) * DS_BYTES;
-        store_packed_sw128<TILE_N>(generic(sdS + ds_buffer), ds, tile_key, lane);
+        for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
+        wgmma_commit();
+        if constexpr (ATOMIC) {
+          // dS^T into this turn's buffer, then dQ's half
+          store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
+          fence_proxy_async();
+          named_barrier_sync(DS_READY, 256);
+#pragma unroll
+          for (int kk = 0; kk < KB / 16; ++kk) {
+            wgmma_ss<T, 1, 1>(acc_dq, dst_desc + (buffer >> 4) + key_step(kk),
+                              column_piece(kt_desc, KB, 0) + key_step(kk), kk > 0);
+          }
+          wgmma_commit();
+        }
+      } else {
+        // P^T and dS^T of this consumer's queries into the turn's buffers; once both consumers' are there, dV += P^T
+        // dO, dK += dS^T Q and (one pass) dQ = dS K over this consumer's columns, in pieces (HalfColumns)
+        store_packed_sw128<KB>(generic(sP + buffer), p, tile_key, lane, query_lo / 8);
+        store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane, query_lo / 8);
         fence_proxy_async();
         named_barrier_sync(DS_READY, 256);
+        constexpr int F0 = Cols::N0 / 8, F1 = Cols::N1 / 8;
+        wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < TILE_N / 16; ++kk) {
-          const unsigned long long a = dst_desc + (ds_buffer >> 4) + key_step(kk), bk = kt_desc + key_step(kk);
-          if constexpr (DS == 128) {
-            Mma::ss_n64_tnsp(acc_dq, a, bk, kk > 0);
-          } else {
-            Mma::ss_n32_tnsp(acc_dq, a, bk, kk > 0);
+        for (int kk = 0; kk < KS; ++kk) {
+          const unsigned long long a = pt_desc + (buffer >> 4) + sw128_k_step<KB>(kk);
+          wgmma_ss<T, 0, 1>(fragments<0, F0>(acc_dv), a, column_piece(dot_desc, BM, 0) + kt_step(stage, kk), 1);
+          if constexpr (F1 > 0) {
+            wgmma_ss<T, 0, 1>(fragments<F0, F1>(acc_dv), a, column_piece(dot_desc, BM, 1) + kt_step(stage, kk), 1);
+          }
+        }
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          const unsigned long long a = dst_k_desc + (buffer >> 4) + sw128_k_step<KB>(kk);
+          wgmma_ss<T, 0, 1>(fragments<0, F0>(acc_dk), a, column_piece(qt_desc, BM, 0) + kt_step(stage, kk), 1);
+          if constexpr (F1 > 0) {
+            wgmma_ss<T, 0, 1>(fragments<F0, F1>(acc_dk), a, column_piece(qt_desc, BM, 1) + kt_step(stage, kk), 1);
+          }
+        }
+        if constexpr (ATOMIC) {
+#pragma unroll
+          for (int kk = 0; kk < KB / 16; ++kk) {
+            const unsigned long long a = dst_desc + (buffer >> 4) + key_step(kk);
+            wgmma_ss<T, 1, 1>(fragments<0, F0>(acc_dq), a, column_piece(kt_desc, KB, 0) + key_step(kk), kk > 0);
+            if constexpr (F1 > 0) {
+              wgmma_ss<T, 1, 1>(fragments<F0, F1>(acc_dq), a, column_piece(kt_desc, KB, 1) + key_step(kk), kk > 0);
+            }
           }
         }
         wgmma_commit();
-        ++ds_turn;
       }
+      ++ds_turn;
       wgmma_wait<0>();
       pin_registers(acc_dv);
       pin_registers(acc_dk);
-      pin_registers(p);
-      pin_registers(ds);
+      if constexpr (!W) {  // the register A operands
+        pin_registers(p);
+        pin_registers(ds);
+      }
       if constexpr (ATOMIC) {
         pin_registers(acc_dq);
-        // the chunk to shared memory once the previous one was read, then one bulk reduction into dq_accum
-        const unsigned chunk = sdQ + consumer * DQ_BYTES<D>;
-        if (ctid == 0) bulk_wait_read<0>();
+        // the chunk to shared memory once the previous one was read (DQ_IN_STEP: the stage's last reductions were
+        // read before it was refilled), then bulk reductions into dq_accum
+        if (!IN_STEP && ctid == 0) bulk_wait_read<0>();
         named_barrier_sync(1 + consumer, 128);
-        float4* staged = reinterpret_cast<float4*>(generic(chunk));
+        constexpr int PIECE_FRAGMENTS = DS / 16 / PIECES;
 #pragma unroll
-        for (int j = 0; j < HALF_D / 8; ++j) {
-          staged[128 * j + ctid] = make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
+        for (int j = 0; j < DS / 16; ++j) {
+          float4* staged = reinterpret_cast<float4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
+          staged[128 * (j % PIECE_FRAGMENTS) + ctid] = make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
         }
         fence_proxy_async();
         named_barrier_sync(1 + consumer, 128);
         if (ctid == 0) {
-          bulk_reduce_add_f32(dq_accum + DqChunk<DS>::offset(2ll * here.y + consumer, 0, 0), chunk, DQ_BYTES<D>);
+          const long long chunk = DqChunk<DS>::offset(2ll * here.y + consumer, 0, 0);
+#pragma unroll
+          for (int piece = 0; piece < PIECES; ++piece) {
+            bulk_reduce_add_f32(dq_accum + chunk + piece * (PIECE_BYTES / 4), staging(stage, piece), PIECE_BYTES);
+          }
           bulk_commit();
         }
       }
     }
-    mbarrier_arrive(barrier(EMPTY + stage));
+    if (skip) release_held();
+    if (IN_STEP && !skip) {
+      held = stage;
+    } else {
+      mbarrier_arrive(barrier(EMPTY + stage));
+    }
   }
   if (ATOMIC && ctid == 0) bulk_wait<0>();
 
-  // Epilogue: dK = scale * acc_dk and dV through this warpgroup's own rows of sK and sV (swizzled: conflict-free
-  // for the fragment writes and the row reads; every wgmma reading them has completed), then 16-byte stores.
+  // Epilogue: dK = scale * acc_dk and dV through sK and sV (swizzled: conflict-free for the fragment writes and the
+  // row reads), then 16-byte stores. Up to D = 128 each consumer writes and stores its own rows; wide ones their
+  // columns of every row, then consumer 0 stores dK and consumer 1 dV. Every wgmma reading sK or sV must have
+  // completed: the other consumer's too where they read all of K (the one pass's dQ, wide S^T and dP^T).
   unsigned char* sdK = generic(sK);
   unsigned char* sdV = generic(sV);
-  store_fragments_sw128<TILE_N, T>(sdK, acc_dk, tile_key, lane, scale, scale);
-  store_fragments_sw128<TILE_N, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
-  named_barrier_sync(1 + consumer, 128);
-  store_rows_sw128<TILE_N, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, 64 * consumer,
-                              n_k - key0, ctid);
-  store_rows_sw128<TILE_N, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, 64 * consumer,
-                              n_k - key0, ctid);
+  if constexpr (W || ATOMIC) named_barrier_sync(DS_READY, 256);
+  if constexpr (!W) {
+    store_fragments_sw128<KB, T>(sdK, acc_dk, tile_key, lane, scale, scale);
+    store_fragments_sw128<KB, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
+    named_barrier_sync(1 + consumer, 128);
+    store_rows_sw128<KB, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, key_lo, n_k - key0,
+                            ctid);
+    store_rows_sw128<KB, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, key_lo, n_k - key0,
+                            ctid);
+  } else {
+    constexpr int F0 = Cols::N0 / 8, F1 = Cols::N1 / 8;
+    const int chunk0 = Cols::first(0, consumer) / 8, chunk1 = Cols::first(1, consumer) / 8;
+    store_fragments_sw128<KB, T>(sdK, fragments<0, F0>(acc_dk), tile_key, lane, scale, scale, chunk0);
+    store_fragments_sw128<KB, T>(sdV, fragments<0, F0>(acc_dv), tile_key, lane, 1.f, 1.f, chunk0);
+    if constexpr (F1 > 0) {
+      store_fragments_sw128<KB, T>(sdK, fragments<F0, F1>(acc_dk), tile_key, lane, scale, scale, chunk1);
+      store_fragments_sw128<KB, T>(sdV, fragments<F0, F1>(acc_dv), tile_key, lane, 1.f, 1.f, chunk1);
+    }
+    named_barrier_sync(DS_READY, 256);
+    if (consumer == 0) {
+      store_rows_sw128<KB, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, 0, n_k - key0, ctid);
+    } else {
+      store_rows_sw128<KB, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, 0, n_k - key0, ctid);
+    }
+  }
 }
 
 // dQ = scale * the one-pass kernel's float32 accumulator (DqChunk order), in the input dtype and the caller's row
@@ -469,13 +608,14 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
     int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
   using namespace sm90_bwd;
   constexpr int CHUNKS = D / 8;  // of 8 elements, per row
-  constexpr int DS = SW128_COLUMNS<D>, HALF_D = DS / 2;  // the accumulator's columns, and a DqChunk's
+  constexpr int DS = SW128_COLUMNS<D>;  // the accumulator's columns
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const long long idx = (long long)blockIdx.x * CONVERT_THREADS + threadIdx.x;
   const int row = idx / CHUNKS, col = idx % CHUNKS * 8;
   if (row >= n_q) return;
   const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
-  const float* src = dq_accum + DqChunk<DS>::offset(2 * step + col / HALF_D, row % BM, col % HALF_D);
+  const int2 at = HalfColumns<DS>::of(col);  // 8 columns of one piece
+  const float* src = dq_accum + DqChunk<DS>::offset(2 * step + at.x, row % BM, at.y);
   unsigned packed[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 floats on
@@ -650,9 +790,11 @@ void* maskattn_bwd_sm90_instances[] = {
     reinterpret_cast<void*>(
         &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
                                         MASKATTN_PERM, false>),
+#if MASKATTN_HEAD_DIM <= 128  // wider head dims take bwd.cu's dQ kernel
     reinterpret_cast<void*>(
         &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
                                       MASKATTN_PERM>),
+#endif
 };
 #endif
 #endif

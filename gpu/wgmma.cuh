@@ -298,34 +298,34 @@ __device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMa
   if (n_block * TILE_N + col_lo + 8 * NB > m.keys) mask_key_bound(s, col0, m.keys);
 }
 
-// A warp's m16n8 accumulator fragments (rows top and top + 8 of the tile, columns 8 j + 2 (lane % 4) (+ 1)) times
-// f0 (row top) and f1 (row top + 8), as 16-bit values into a ROWS-row swizzled tile at generic address tile: the
-// swizzle makes the fragment writes conflict-free.
+// A warp's m16n8 accumulator fragments (rows top and top + 8 of the tile, columns 8 (chunk0 + j) + 2 (lane % 4)
+// (+ 1)) times f0 (row top) and f1 (row top + 8), as 16-bit values into a ROWS-row swizzled tile at generic address
+// tile: the swizzle makes the fragment writes conflict-free.
 template <int ROWS, typename T, int DB>
 __device__ __forceinline__ void store_fragments_sw128(unsigned char* tile, const float (&acc)[DB][4], int top,
-                                                      int lane, float f0, float f1) {
+                                                      int lane, float f0, float f1, int chunk0 = 0) {
   const int t_lane = lane % 4;
 #pragma unroll
   for (int j = 0; j < DB; ++j) {
-    // columns 8 j + 2 t, + 1: chunk j, bytes 4 t of it
-    *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top, j) + 4 * t_lane) =
+    // columns 8 (chunk0 + j) + 2 t, + 1: chunk chunk0 + j, bytes 4 t of it
+    *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top, chunk0 + j) + 4 * t_lane) =
         Dtype<T>::pack(acc[j][0] * f0, acc[j][1] * f0);
-    *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top + 8, j) + 4 * t_lane) =
+    *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top + 8, chunk0 + j) + 4 * t_lane) =
         Dtype<T>::pack(acc[j][2] * f1, acc[j][3] * f1);
   }
 }
 
-// A warp's packed A fragments (pack_a_operand's: rows top and top + 8, columns 16 kk + 2 (lane % 4) (+ 1) and 8
-// more) into a ROWS-row swizzled tile of 64 columns at generic address tile, conflict-free as above.
+// A warp's packed A fragments (pack_a_operand's: rows top and top + 8, columns 8 chunk0 + 16 kk + 2 (lane % 4) (+ 1)
+// and 8 more) into a ROWS-row swizzled tile at generic address tile, conflict-free as above.
 template <int ROWS, int KS>
 __device__ __forceinline__ void store_packed_sw128(unsigned char* tile, const unsigned (&a)[KS][4], int top,
-                                                   int lane) {
+                                                   int lane, int chunk0 = 0) {
   const int t_lane = lane % 4;
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top + 8 * (i % 2), 2 * kk + i / 2) + 4 * t_lane) =
+      *reinterpret_cast<unsigned*>(tile + sw128_offset<ROWS>(top + 8 * (i % 2), chunk0 + 2 * kk + i / 2) + 4 * t_lane) =
           a[kk][i];
     }
   }
@@ -419,9 +419,15 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
                  : MASKATTN_WGMMA_ACC_N##N(d)                                                                         \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
   }
+// ss_nN: both K-major; ss_nN_tb: B transposed (N-major); ss_nN_tnsp: both transposed.
 #define MASKATTN_WGMMA_OPS(TYPE)                                                                                      \
   MASKATTN_WGMMA_SS(TYPE, ss_n128, 128, 0, 0, 64, 65, 66)                                                             \
   MASKATTN_WGMMA_SS(TYPE, ss_n64, 64, 0, 0, 32, 33, 34)                                                               \
+  MASKATTN_WGMMA_SS(TYPE, ss_n32, 32, 0, 0, 16, 17, 18)                                                               \
+  MASKATTN_WGMMA_SS(TYPE, ss_n128_tb, 128, 0, 1, 64, 65, 66)                                                          \
+  MASKATTN_WGMMA_SS(TYPE, ss_n64_tb, 64, 0, 1, 32, 33, 34)                                                            \
+  MASKATTN_WGMMA_SS(TYPE, ss_n32_tb, 32, 0, 1, 16, 17, 18)                                                            \
+  MASKATTN_WGMMA_SS(TYPE, ss_n128_tnsp, 128, 1, 1, 64, 65, 66)                                                        \
   MASKATTN_WGMMA_SS(TYPE, ss_n64_tnsp, 64, 1, 1, 32, 33, 34)                                                          \
   MASKATTN_WGMMA_SS(TYPE, ss_n32_tnsp, 32, 1, 1, 16, 17, 18)                                                          \
   MASKATTN_WGMMA_RS_TNSP(TYPE, 32, 16, 17, 18, 19, 20, 21)                                                            \
@@ -481,6 +487,36 @@ __device__ __forceinline__ void wgmma_rs_tnsp(float (&d)[NB][4], const unsigned 
     static_assert(NB == 32, "N = 32, 64, 96, 128, 192 or 256");
     Mma::rs_n256_tnsp(d, a, desc_b);
   }
+}
+
+// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128), both operands in shared
+// memory: TA / TB 0 for K-major, 1 for transposed (A M-major, B N-major) as the PTX ISA names them; TA = 1 takes TB = 1.
+template <typename T, int TA, int TB, int NB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long desc_a, unsigned long long desc_b,
+                                         int scale_d) {
+  using Mma = Wgmma<T>;
+  static_assert(NB == 4 || NB == 8 || NB == 16, "N = 32, 64 or 128");
+  static_assert(TB || !TA, "A transposed takes B transposed");
+  if constexpr (TA) {
+    if constexpr (NB == 4) Mma::ss_n32_tnsp(d, desc_a, desc_b, scale_d);
+    if constexpr (NB == 8) Mma::ss_n64_tnsp(d, desc_a, desc_b, scale_d);
+    if constexpr (NB == 16) Mma::ss_n128_tnsp(d, desc_a, desc_b, scale_d);
+  } else if constexpr (TB) {
+    if constexpr (NB == 4) Mma::ss_n32_tb(d, desc_a, desc_b, scale_d);
+    if constexpr (NB == 8) Mma::ss_n64_tb(d, desc_a, desc_b, scale_d);
+    if constexpr (NB == 16) Mma::ss_n128_tb(d, desc_a, desc_b, scale_d);
+  } else {
+    if constexpr (NB == 4) Mma::ss_n32(d, desc_a, desc_b, scale_d);
+    if constexpr (NB == 8) Mma::ss_n64(d, desc_a, desc_b, scale_d);
+    if constexpr (NB == 16) Mma::ss_n128(d, desc_a, desc_b, scale_d);
+  }
+}
+
+// Fragments [OFF, OFF + NB) of an accumulator, as an accumulator of their own (a product over part of its columns).
+template <int OFF, int NB, int N>
+__device__ __forceinline__ float (&fragments(float (&acc)[N][4]))[NB][4] {
+  static_assert(OFF + NB <= N, "inside the accumulator");
+  return *reinterpret_cast<float(*)[NB][4]>(&acc[OFF]);
 }
 
 }  // namespace maskattn

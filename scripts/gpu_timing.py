@@ -87,7 +87,8 @@ def backward_rows(rng):
     device = cp.cuda.Device().id
     for name, B, H, D, spec in (("causal", 1, 16, 128, masks.causal(8192)), ("full", 1, 16, 128, masks.full(8192)),
                                 ("full 16k", 1, 16, 128, masks.full(16384)), ("full", 1, 32, 64, masks.full(8192)),
-                                ("causal", 1, 32, 64, masks.causal(8192))):
+                                ("causal", 1, 32, 64, masks.causal(8192)), ("full", 1, 16, 192, masks.full(8192)),
+                                ("causal", 1, 16, 256, masks.causal(8192))):
         n = spec.n_q
         plan = compile_mask(spec, tile=cuda.tile_for(D, BF16))
         q, k, v, do = inputs(4, (B, H, n, D), BF16, rng)
@@ -143,7 +144,7 @@ def main():
     print(f"{'case':<24}{'B':>3}{'n':>7}{'D':>5} {'dtype':<9}{'kernel / tile, warps':<21}{'ms':>8}{'TFLOP/s':>9}")
     for name, B, n, D, dt, config, ms, tf in fwd:
         print(f"{name:<24}{B:>3}{n:>7}{D:>5} {dt:<9}{config:<21}{ms:>8.3f}{tf:>9.1f}")
-    print("\nbackward, B=1 bf16, n=8192 (but 16k), H=16 at D=128, H=32 at D=64; SDPA flash: H=16, D=128")
+    print("\nbackward, B=1 bf16, n=8192 (but 16k), H=32 at D=64, else H=16; SDPA flash: H=16, D=128")
     print(f"{'mask':<17}{'path':<20}{'fwd ms':>8}{'bwd ms':>8}{'fwd TF':>8}{'bwd TF':>8}{'f+b TF':>8}")
     for name, label, f, b, tf, tb, tfb in bwd:
         print(f"{name:<17}{label:<20}{f:>8.3f}{b:>8.3f}{tf:>8.1f}{tb:>8.1f}{tfb:>8.1f}")

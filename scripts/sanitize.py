@@ -1,17 +1,23 @@
 """A small run of every kernel family, for compute-sanitizer (memcheck, racecheck):
 
     compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize.py
-    compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py
+    compute-sanitizer --tool racecheck --error-exitcode 1 python3 scripts/sanitize.py ["head dim 256"]
+
+(an argument: only the attention cases whose name holds it, then the decode and dense-plan runs)
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the runs; on
 Hopper, head dims 32 to 128 take the wgmma forward, dK/dV and dQ kernels (32 and 96 at the layouts of 64 and 128),
-192 and 256 the wgmma forward (128 x 64 tiles) and the mma.sync backward, and the atomic cases the one-pass wgmma
-kernel, and the mma.sync dK/dV kernel with atomic dQ at 192); plans in an order of their own, of intervals and of bits (rows gathered
-through perm: the wgmma producers' row tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
+192 and 256 the wgmma forward and dK/dV kernels (128 x 64 tiles) and the mma.sync dQ kernel, the atomic cases the
+one-pass wgmma kernel, and the case marked mma.sync the mma.sync dK/dV kernel with atomic dQ, MASKATTN_SM90=0);
+plans in an order of their own, of intervals and of bits (rows gathered through perm: the wgmma producers' row
+tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key
 bounds, cache_seqlens, also on the training tile); and the plans of dense masks built on the GPU
 (gpu/dense_plan.cu), strided and broadcast ones included.
 """
+
+import os
+import sys
 
 import cupy as cp
 import ml_dtypes
@@ -32,7 +38,10 @@ cases = [
     ("bits, head dim 32", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 32),
     ("bits, one pass (atomic dQ)", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 128),
     ("intervals, head dim 96, one pass (atomic dQ)", masks.causal(n_q, n_k), np.float16, 96),
-    ("intervals, head dim 192, atomic dQ (mma.sync)", masks.causal(n_q, n_k), np.float16, 192),
+    ("intervals, atomic dQ (mma.sync)", masks.causal(n_q, n_k), np.float16, 128),
+    ("intervals, head dim 192, one pass (atomic dQ)", masks.causal(n_q, n_k), np.float16, 192),
+    ("bits, head dim 256, one pass (atomic dQ)", masks.from_dense(rng.random((n_q, n_k)) < 0.3),
+     np.dtype(ml_dtypes.bfloat16), 256),
     ("none, one pass (atomic dQ)", None, np.dtype(ml_dtypes.bfloat16), 64),
     ("perm, intervals", dilated, np.dtype(ml_dtypes.bfloat16), 128),
     ("perm, intervals, head dim 96", dilated, np.float16, 96),
@@ -41,8 +50,13 @@ cases = [
     ("bits, head dim 256", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.dtype(ml_dtypes.bfloat16), 256),
     ("intervals, head dim 192", masks.causal(n_q, n_k), np.float16, 192),
     ("perm, bits, head dim 256", graph, np.float16, 256),
+    ("perm, bits, head dim 256, one pass (atomic dQ)", graph, np.dtype(ml_dtypes.bfloat16), 256),
 ]
+only = sys.argv[1] if len(sys.argv) > 1 else ""  # run only the cases whose name holds this text (and the rest below)
 for name, spec, dtype, D in cases:
+    if only not in name:
+        continue
+    os.environ["MASKATTN_SM90"] = "0" if "mma.sync" in name else "1"
     q = cp.asarray(rng.standard_normal((1, 4, n_q if spec is None else spec.n_q, D)).astype(dtype))
     n = spec.n_k if spec is not None else n_k
     k, v = (cp.asarray(rng.standard_normal((1, 2, n, D)).astype(dtype)) for _ in range(2))
@@ -53,6 +67,7 @@ for name, spec, dtype, D in cases:
         maskattn.attention(q, k, v, spec, num_splits=3)  # split-KV: the combine kernel scatters through perm
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")
+os.environ.pop("MASKATTN_SM90")
 q = cp.asarray(rng.standard_normal((2, 8, 3, 64)).astype(np.float16))
 k, v = (cp.asarray(rng.standard_normal((2, 2, n_k, 64)).astype(np.float16)) for _ in range(2))
 lens = cp.asarray([n_k - 200, 0], dtype=np.int32)  # cache_seqlens: keys past each bound are neither read nor seen

@@ -5,7 +5,7 @@ a seed of its own, runs the float64 reference forward and backward (``maskattn._
 copies of them, hands the GPU backward the reference's out (rounded to the input dtype) and LSE (float32), poisons
 dq, dk and dv with NaN so an unwritten element fails, and compares each gradient by relative L2 error. Rows that see
 no key and keys that no row of a KV head's query heads sees must get exactly zero gradients. Where the backward
-runs the wgmma kernels (bwd_sm90.cu: Hopper, head dims 32 to 128), every check is made on the mma.sync kernels too
+runs the wgmma kernels (bwd_sm90.cu: Hopper, every head dim), every check is made on the mma.sync kernels too
 (MASKATTN_SM90=0), on the same inputs.
 """
 
@@ -102,11 +102,14 @@ def test_family(family, dtype_name, rng):
     _run(FAMILIES[family](rng), rng, dtype_name)
 
 
-@pytest.mark.parametrize("head_dim, dtype_name, deterministic", [(32, "float16", True), (96, "bfloat16", False)])
+@pytest.mark.parametrize("head_dim, dtype_name, deterministic", [
+    (32, "float16", True), (96, "bfloat16", False), (192, "float16", False), (256, "bfloat16", False)])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_padded_head_dims(family, head_dim, dtype_name, deterministic, rng):
+def test_family_other_head_dims(family, head_dim, dtype_name, deterministic, rng):
     """Head dims 32 and 96, which the wgmma kernels run at the shared layout of 64 and 128 (columns past the head
-    dim computed and not stored), two passes and one (dQ accumulated at the padded width)."""
+    dim computed and not stored), two passes and one (dQ accumulated at the padded width); and in one pass 192 and
+    256, whose dK/dV kernel takes 64-key blocks with the consumers splitting the columns (192: in pieces of 64 and
+    32; 256: dQ staged in the step's own tiles). Their two passes: test_head_dim_dtype, test_head_dim_masks."""
     _run(FAMILIES[family](rng), rng, dtype_name, head_dim, deterministic=deterministic)
 
 
@@ -147,7 +150,8 @@ def test_atomic_dq(family, dtype_name, head_dim, layout, rng):
     _run(FAMILIES[family](rng), rng, dtype_name, head_dim, layout=layout, deterministic=False)
 
 
-@pytest.mark.parametrize("family, dtype_name, head_dim", [("causal", "bfloat16", 128), ("dense_random", "float16", 64)])
+@pytest.mark.parametrize("family, dtype_name, head_dim", [("causal", "bfloat16", 128), ("dense_random", "float16", 64),
+                                                         ("causal", "float16", 192)])
 def test_deterministic_is_bit_identical(family, dtype_name, head_dim, rng):
     plan, args, first = _run(FAMILIES[family](rng), rng, dtype_name, head_dim)
     first = [x.view(cp.uint16).copy() for x in first]

@@ -6,12 +6,13 @@ This module owns the backward kernels' configurations (:func:`bwd_config`, :func
 the outputs and float32 scratch, and launches, in order: the preprocess (delta = rowsum(dO * O), LSE in log2 units),
 the column-parallel dK/dV kernel over the plan's backward CSR, and either the deterministic dQ kernel over the
 forward CSR (default) or, with ``deterministic=False``, float32 atomics into a dQ accumulator from the dK/dV kernel
-followed by a conversion. On Hopper (compute capability 9.0), at head dims 32 to 128 with the 128 x 128 training
-tile (32 and 96 at the layouts of 64 and 128), the kernels of ``bwd_sm90.cu`` run instead (wgmma, a producer
-warpgroup fed by the copy engine and two consumers, compiled for ``sm_90a`` by :func:`.kernels.sm90_function`):
-deterministic, the dK/dV and dQ passes; with ``deterministic=False`` one pass whose dK/dV kernel also adds each
-step's dQ into a float32 accumulator by bulk reductions, then the conversion. ``MASKATTN_SM90=0`` in the environment
-keeps the mma.sync kernels, as for the forward.
+followed by a conversion. On Hopper (compute capability 9.0), wherever the forward runs ``fwd_sm90.cu`` (every head
+dim of the training tile: 128 x 128 up to 128, 128 x 64 at 192 and 256), the kernels of ``bwd_sm90.cu`` run instead
+(wgmma, a producer warpgroup fed by the copy engine and two consumers, compiled for ``sm_90a`` by
+:func:`.kernels.sm90_function`): deterministic, the dK/dV and dQ passes (at 192 and 256 the dQ pass stays bwd.cu's);
+with ``deterministic=False`` one pass whose dK/dV kernel also adds each step's dQ into a float32 accumulator by bulk
+reductions, then the conversion. ``MASKATTN_SM90=0`` in the environment keeps the mma.sync kernels, as for the
+forward.
 
 The backward reads the same plan as the forward (``kernels.tile_for``): it steps through the plan's query blocks BM rows
 at a time and through its key blocks BN keys at a time, so no second plan is compiled. Plans, sources, dtype rules,
@@ -37,6 +38,9 @@ from .tma import MAP_BYTES, TensorMap
 __all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
            "backward"]
 
+# the dK/dV kernel's producer row table for node orders (producer_rows<BM> of bwd_sm90.cu, after its 128-byte tail):
+# two steps of 64 rows; the dQ kernel's K and V tables take kernels.ROW_TABLE_BYTES
+DKDV_ROW_TABLE_BYTES = 2 * 64 * 4
 _PRE_ROWS = 64          # rows per CTA of bwd_preprocess_kernel (PRE_ROWS in bwd.cu)
 _CONVERT_THREADS = 256  # CONVERT_THREADS in bwd_common.cuh
 _SM90_THREADS = 384     # sm90_bwd::THREADS in bwd_sm90.cu (both kernels): one producer, two consumer warpgroups
@@ -79,13 +83,16 @@ def bwd_smem_bytes(head_dim: int, tile, deterministic: bool = True) -> tuple[int
 
 
 def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
-    """BWD_SM90_SMEM_BYTES<D, ATOMIC> of bwd_sm90.cu: alignment slack, K and V, two stages of Q and dO (64 rows each),
-    in one pass two buffers of dS^T (128 x 64) and the consumers' float32 halves of a step's dQ (64 x D / 2 each),
-    two stages of the 64 LSE and delta values, the step descriptions and mbarriers (D: the tiles' padded width,
-    sw128_columns)."""
-    width = sw128_columns(head_dim)
-    one_pass_bytes = 2 * 128 * 64 * 2 + 2 * 64 * (width // 2) * 4 if one_pass else 0
-    return 1024 + (2 * 128 + 4 * 64) * width * 2 + one_pass_bytes + 2 * 2 * 64 * 4 + 128
+    """BWD_SM90_SMEM_BYTES<D, ATOMIC> of bwd_sm90.cu: alignment slack, K and V (a key block: 128 rows, 64 from head
+    dim 192), two stages of Q and dO (64 rows each), two buffers of dS^T (key block x 64; one pass or wide) and of
+    P^T (wide), in one pass the consumers' float32 halves of a step's dQ (64 x D / 2 each; none at 256, which stages
+    them in the step's tiles), two stages of the 64 LSE and delta values, the step descriptions and mbarriers (D: the
+    tiles' padded width, sw128_columns)."""
+    width, wide = sw128_columns(head_dim), head_dim > 128
+    keys = 64 if wide else 128
+    ds_buffers = 2 * (one_pass or wide) + 2 * wide
+    dq_halves = 2 * 64 * (width // 2) * 4 if one_pass and head_dim != 256 else 0
+    return 1024 + (2 * keys + 4 * 64) * width * 2 + ds_buffers * keys * 64 * 2 + dq_halves + 2 * 2 * 64 * 4 + 128
 
 
 def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
@@ -94,19 +101,20 @@ def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + 6 * 128 * sw128_columns(head_dim) * 2 + 128
 
 
-BWD_SM90_HEAD_DIMS = (32, 64, 96, 128)  # bwd_sm90.cu's instantiations; other head dims run bwd.cu
+BWD_SM90_HEAD_DIMS = (32, 64, 96, 128, 192, 256)  # bwd_sm90.cu's dK/dV kernel; other head dims run bwd.cu
+DQ_SM90_HEAD_DIMS = (32, 64, 96, 128)  # its dQ kernel (the deterministic second pass); wider ones take bwd.cu's
 
 
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
     """Whether the backward runs the wgmma kernels of bwd_sm90.cu (the two passes where deterministic, else the one
-    pass with dQ by bulk reductions): at head dims up to 128 where the forward runs fwd_sm90.cu."""
+    pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu."""
     return head_dim in BWD_SM90_HEAD_DIMS and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
                  perm: bool = False) -> dict:
-    """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV and dQ ones from
-    bwd_sm90.cu where ``sm90``; ``perm``: those for plans with a node order."""
+    """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV and dQ ones (the dQ one
+    up to head dim 128) from bwd_sm90.cu where ``sm90``; ``perm``: those for plans with a node order."""
     cfg = bwd_config(head_dim, tile, deterministic)
     T, D = f"maskattn::{ctype}", head_dim
     mask, p = f"maskattn::{mask_mode}", str(perm).lower()
@@ -117,11 +125,20 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
                  f"{str(not deterministic).lower()}, {p}>"),
     }
     if deterministic:
-        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 else
+        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 and D in DQ_SM90_HEAD_DIMS else
                        f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>")
     else:
         names["convert"] = f"maskattn::bwd_dq_convert_{'sm90_' if sm90 else ''}kernel<{T}, {D}>"
     return names
+
+
+def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool) -> dict:
+    """Dynamic shared memory of each kernel a backward launches, by role (without the row tables of node orders)."""
+    dkdv, dq = bwd_smem_bytes(head_dim, tile, deterministic)
+    if sm90:
+        dkdv = bwd_sm90_smem_bytes(head_dim, not deterministic)
+        dq = bwd_dq_sm90_smem_bytes(head_dim) if head_dim in DQ_SM90_HEAD_DIMS else dq
+    return {"pre": 0, "dkdv": dkdv, **({"dq": dq} if deterministic else {"convert": 0})}
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,21 +147,20 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
     and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn.sm90_function` (with
     ``perm``, for a plan with a node order, the instantiations that follow it and the producers' row tables:
-    ``ROW_TABLE_BYTES`` more)."""
+    ``ROW_TABLE_BYTES`` more for the dQ kernel, ``DKDV_ROW_TABLE_BYTES`` for the dK/dV one)."""
     cupy = import_cupy()
     src = source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
-    from_sm90 = ("dkdv", "dq" if deterministic else "convert") if sm90 else ()
+    from_sm90 = (("dkdv", "convert") if not deterministic else
+                 ("dkdv", "dq") if head_dim in DQ_SM90_HEAD_DIMS else ("dkdv",)) if sm90 else ()
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=kernel_source("bwd.cu"), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
-    smem_dkdv, smem_dq = bwd_smem_bytes(head_dim, tile, deterministic)
-    smem = {"pre": 0, "dkdv": smem_dkdv, "dq": smem_dq, "convert": 0}
+    more = {"dkdv": DKDV_ROW_TABLE_BYTES, "dq": ROW_TABLE_BYTES} if perm else {}
+    smem = {key: size + (more.get(key, 0) if key in from_sm90 else 0)
+            for key, size in _smem_bytes(head_dim, tile, deterministic, sm90).items()}
     kernels = {}
     if sm90:
-        more = ROW_TABLE_BYTES if perm else 0
-        smem["dkdv"] = bwd_sm90_smem_bytes(head_dim, not deterministic) + more
-        smem["dq"] = bwd_dq_sm90_smem_bytes(head_dim) + more
         kernels.update({key: (sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
                         for key in from_sm90})
     for key, name in from_bwd.items():
@@ -235,9 +251,8 @@ class _BackwardLaunch:
         with self.device:
             limit = smem_optin(device_id)
             sm90 = uses_sm90(head_dim, tile, device_id)
-            need = max(bwd_smem_bytes(head_dim, tile, deterministic) +
-                       ((bwd_sm90_smem_bytes(head_dim, not deterministic), bwd_dq_sm90_smem_bytes(head_dim))
-                        if sm90 else ()))
+            dq_sm90 = sm90 and head_dim in DQ_SM90_HEAD_DIMS
+            need = max(_smem_bytes(head_dim, tile, deterministic, sm90).values())
             if need > limit:
                 raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
                                  f"block; this device allows {limit}")
@@ -263,8 +278,8 @@ class _BackwardLaunch:
                     ("k", (B, Hk, n_k, head_dim), tile[1]), ("v", (B, Hk, n_k, head_dim), tile[1]))}
             no_map = (ctypes.c_uint8 * MAP_BYTES)()
 
-            def maps(*names):  # the Hopper kernels' last parameters
-                return tuple(self.maps[name].slot if self.maps else no_map for name in names) if sm90 else ()
+            def maps(*names, hopper=sm90):  # the Hopper kernels' last parameters
+                return tuple(self.maps[name].slot if self.maps else no_map for name in names) if hopper else ()
             scale_log2 = f32(scale * math.log2(math.e))
             strides = lambda *names: (i64(s) for name in names for s in st[name])  # noqa: E731
 
@@ -286,13 +301,13 @@ class _BackwardLaunch:
                 kernel, smem = kernels["dq"]
                 # arrays: q, k, v, do, dq, lse_log2, delta
                 self.dq = Launcher(
-                    kernel, (B * H, plan.n_mblocks, 1), (_SM90_THREADS if sm90 else cfg["dq_threads"], 1, 1), smem, 7,
+                    kernel, (B * H, plan.n_mblocks, 1), (_SM90_THREADS if dq_sm90 else cfg["dq_threads"], 1, 1), smem, 7,
                     (*strides("q", "k", "v", "do", "dq"),
                      i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                      group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                      dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
                      dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
-                     scale_log2, f32(scale), *maps("k", "v")))
+                     scale_log2, f32(scale), *maps("k", "v", hopper=dq_sm90)))
             else:
                 kernel, _ = kernels["convert"]
                 chunks = n_q * (head_dim // 8)
