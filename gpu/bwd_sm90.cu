@@ -142,7 +142,24 @@ struct HalfColumns {
     }
     return make_int2(col / N0, col % N0);
   }
+  // desc (a ROWS-row N-major tile) moved to piece 0 or 1 of consumer c's columns: 64-column block col / 64, element
+  // col % 64 of its rows (a descriptor's start address may lie inside a row)
+  static __device__ __forceinline__ unsigned long long at(unsigned long long desc, int rows, int piece, int c) {
+    const int col = first(piece, c);
+    return desc + ((unsigned)((col / 64) * rows * SW128_BYTES + (col % 64) * 2) >> 4);
+  }
 };
+
+// acc (consumer c's DS / 2 columns) = A B (scale_d 0) or += A B, with B N-major (a ROWS-row tile at desc b, k step
+// b_step of it), in HalfColumns' pieces; A K-major (TA 0) or M-major (TA 1)
+template <typename T, int TA, int DS>
+__device__ __forceinline__ void wgmma_ss_columns(float (&acc)[DS / 16][4], unsigned long long a, unsigned long long b,
+                                                 unsigned b_step, int rows, int c, int scale_d) {
+  using Cols = HalfColumns<DS>;
+  constexpr int F0 = Cols::N0 / 8, F1 = Cols::N1 / 8;
+  wgmma_ss<T, TA, 1>(fragments<0, F0>(acc), a, Cols::at(b, rows, 0, c) + b_step, scale_d);
+  if constexpr (F1 > 0) wgmma_ss<T, TA, 1>(fragments<F0, F1>(acc), a, Cols::at(b, rows, 1, c) + b_step, scale_d);
+}
 
 // Where a consumer's half of a step's dQ lies in the float32 accumulator (D: its columns a row, the kernels' padded
 // width DS): chunk (2 * step + consumer) of BM x D / 2 floats, where step = (b * heads + h) * (n_q_pad / BM) +
@@ -364,17 +381,17 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
-  // the consumer's piece of columns of a ROWS-row tile, N-major: it starts in 64-column block col / 64, at element
-  // col % 64 of its rows (a descriptor's start address may lie inside a row)
-  auto column_piece = [&](unsigned long long desc, int rows, int piece) -> unsigned long long {
-    const int col = Cols::first(piece, consumer);
-    return desc + ((unsigned)((col / 64) * rows * SW128_BYTES + (col % 64) * 2) >> 4);
-  };
-  // dQ (this consumer's DS / 2 columns) += dS K over the block's keys, with dS^T (keys in rows, M contiguous) and K
-  // (N contiguous) read transposed; a k step moves 16 keys.
+  // one pass: dQ (this consumer's DS / 2 columns) = dS K over the block's keys, with dS^T (keys in rows, M
+  // contiguous; in this turn's buffer) and K (N contiguous) read transposed; a k step moves 16 keys.
   const unsigned long long dst_desc = sw128_desc(sdS, KB * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long kt_desc = sw128_desc(sK, KB * SW128_BYTES, 8 * SW128_BYTES);
-  auto key_step = [](int kk) { return (unsigned)(kk * 16 * SW128_BYTES) >> 4; };
+  auto dq_products = [&](float(&acc_dq)[DS / 16][4], unsigned buffer) {
+#pragma unroll
+    for (int kk = 0; kk < KB / 16; ++kk) {
+      const unsigned key_step = (unsigned)(kk * 16 * SW128_BYTES) >> 4;
+      wgmma_ss_columns<T, 1, DS>(acc_dq, dst_desc + (buffer >> 4) + key_step, kt_desc, key_step, KB, consumer, kk > 0);
+    }
+  };
   // wide: P^T (and dS^T) as K-major A operands, queries along k
   const unsigned long long pt_desc = sw128_desc(sP, 16, 8 * SW128_BYTES);
   const unsigned long long dst_k_desc = sw128_desc(sdS, 16, 8 * SW128_BYTES);
@@ -482,11 +499,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
           fence_proxy_async();
           named_barrier_sync(DS_READY, 256);
-#pragma unroll
-          for (int kk = 0; kk < KB / 16; ++kk) {
-            wgmma_ss<T, 1, 1>(acc_dq, dst_desc + (buffer >> 4) + key_step(kk),
-                              column_piece(kt_desc, KB, 0) + key_step(kk), kk > 0);
-          }
+          dq_products(acc_dq, buffer);
           wgmma_commit();
         }
       } else {
@@ -496,34 +509,18 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane, query_lo / 8);
         fence_proxy_async();
         named_barrier_sync(DS_READY, 256);
-        constexpr int F0 = Cols::N0 / 8, F1 = Cols::N1 / 8;
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
-          const unsigned long long a = pt_desc + (buffer >> 4) + sw128_k_step<KB>(kk);
-          wgmma_ss<T, 0, 1>(fragments<0, F0>(acc_dv), a, column_piece(dot_desc, BM, 0) + kt_step(stage, kk), 1);
-          if constexpr (F1 > 0) {
-            wgmma_ss<T, 0, 1>(fragments<F0, F1>(acc_dv), a, column_piece(dot_desc, BM, 1) + kt_step(stage, kk), 1);
-          }
+          wgmma_ss_columns<T, 0, DS>(acc_dv, pt_desc + (buffer >> 4) + sw128_k_step<KB>(kk),
+                                     dot_desc, kt_step(stage, kk), BM, consumer, 1);
         }
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
-          const unsigned long long a = dst_k_desc + (buffer >> 4) + sw128_k_step<KB>(kk);
-          wgmma_ss<T, 0, 1>(fragments<0, F0>(acc_dk), a, column_piece(qt_desc, BM, 0) + kt_step(stage, kk), 1);
-          if constexpr (F1 > 0) {
-            wgmma_ss<T, 0, 1>(fragments<F0, F1>(acc_dk), a, column_piece(qt_desc, BM, 1) + kt_step(stage, kk), 1);
-          }
+          wgmma_ss_columns<T, 0, DS>(acc_dk, dst_k_desc + (buffer >> 4) + sw128_k_step<KB>(kk),
+                                     qt_desc, kt_step(stage, kk), BM, consumer, 1);
         }
-        if constexpr (ATOMIC) {
-#pragma unroll
-          for (int kk = 0; kk < KB / 16; ++kk) {
-            const unsigned long long a = dst_desc + (buffer >> 4) + key_step(kk);
-            wgmma_ss<T, 1, 1>(fragments<0, F0>(acc_dq), a, column_piece(kt_desc, KB, 0) + key_step(kk), kk > 0);
-            if constexpr (F1 > 0) {
-              wgmma_ss<T, 1, 1>(fragments<F0, F1>(acc_dq), a, column_piece(kt_desc, KB, 1) + key_step(kk), kk > 0);
-            }
-          }
-        }
+        if constexpr (ATOMIC) dq_products(acc_dq, buffer);
         wgmma_commit();
       }
       ++ds_turn;
