@@ -424,10 +424,12 @@ inline void axpy(T* y, T alpha, const T* x, int64_t n) {
 // One register tile: C[MR][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks] (a_ks = 1:
 // rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned. The sum
 // starts from zero and is added to C at the end, so that a tile's share is rounded at its own size (as the
-// reference's tile products are), not at the size of everything accumulated before it.
+// reference's tile products are), not at the size of everything accumulated before it. Always inlined (into gemm, which
+// is not): left to itself the compiler called it once per register tile.
 template <class T, bool ACC>
-inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
-                          int64_t ldb, T* __restrict c, int64_t ldc) {
+__attribute__((always_inline)) inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks,
+                                                         const T* __restrict b, int64_t ldb, T* __restrict c,
+                                                         int64_t ldc) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   V acc[MR][NV];
@@ -458,6 +460,8 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 // price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
 // (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
 // masked elements; a register tile that takes none is left as it is (its callers read no such tile of scores).
+// Not inlined: inside the forward's unit function the loop over K of P V had no registers left for A's row offsets
+// and reloaded them from the stack on every step (AVX2; a forward 12-17% slower).
 constexpr int64_t KB = MASKPREP_KB;
 static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
@@ -469,8 +473,8 @@ static_assert(STRIP % MR == 0, "strips of whole register tiles");
 inline uint64_t all_blocks(int64_t, int64_t) { return ALL_BLOCKS; }
 
 template <class T, bool ACC, class Blocks = uint64_t (*)(int64_t, int64_t)>
-void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks, const T* b, int64_t ldb, T* c,
-          int64_t ldc, Blocks&& blocks = all_blocks) {
+__attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks,
+                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = all_blocks) {
   constexpr int64_t NC = NV * Simd<T>::W;
   for (int64_t j = 0; j < N; j += NC)
     for (int64_t i = 0; i < M; i += MR) {
