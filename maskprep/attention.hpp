@@ -61,6 +61,10 @@ struct AttentionProblem {
   PlanPointers plan;
   const int64_t* key_lens;  // forward: (B,) keys to see per batch, or null
 
+  // where not null, the kernels check every element of their inputs as they read them and set bit NOT_FINITE_<input>
+  // here (atomically, from any thread) where one is inf or NaN; their results are then not to be used
+  uint32_t* not_finite;
+
   // the element path (element_lists.hpp), or all null: blocks marked sparse take their rows' keys (forward) or
   // their keys' rows (backward) one by one instead of whole tiles
   const uint8_t* fwd_sparse;  // (G, M)
@@ -69,6 +73,15 @@ struct AttentionProblem {
   const uint8_t* bwd_sparse;  // (G, N)
   const int64_t* ecol_ptr;    // (G, n_k + 1)
   const int32_t* erows;
+};
+
+// The bits of AttentionProblem::not_finite, one per input.
+enum NotFinite : uint32_t {
+  NOT_FINITE_DOUT = 1,
+  NOT_FINITE_Q = 2,
+  NOT_FINITE_K = 4,
+  NOT_FINITE_V = 8,
+  NOT_FINITE_OUT = 16,
 };
 
 // Runs fn(ctx, unit, thread) for every unit in [0, units) on `threads` threads (the caller's among them), units

@@ -58,12 +58,19 @@ cdef extern from "attention.hpp" namespace "maskprep" nogil:
         void* dv
         PlanPointers plan
         const int64_t* key_lens
+        uint32_t* not_finite
         const uint8_t* fwd_sparse
         const int64_t* erow_ptr
         const int32_t* ecols
         const uint8_t* bwd_sparse
         const int64_t* ecol_ptr
         const int32_t* erows
+    cdef enum NotFinite:
+        NOT_FINITE_DOUT
+        NOT_FINITE_Q
+        NOT_FINITE_K
+        NOT_FINITE_V
+        NOT_FINITE_OUT
     int c_best_isa "maskprep::best_isa"()
     void c_workspace_release "maskprep::workspace_release"()
     cbool c_isa_available "maskprep::isa_available"(int isa)
@@ -88,6 +95,9 @@ cdef extern from "element_lists.hpp" namespace "maskprep" nogil:
 
 
 ISAS = ("generic", "avx2", "avx512")
+# the inputs the kernels check (check_finite), in the order an error names them
+_CHECKED = ((NOT_FINITE_DOUT, "do"), (NOT_FINITE_Q, "q"), (NOT_FINITE_K, "k"), (NOT_FINITE_V, "v"),
+            (NOT_FINITE_OUT, "out"))
 # A query (key) block of a bits plan takes the element path where the true elements of its tiles are at most this
 # share of their area (measured: docs/performance.md, "CPU backend").
 SPARSE_DENSITY = 0.2
@@ -287,6 +297,17 @@ cdef object _lists(AttentionProblem* p, lists, int64_t G, int64_t n_q, int64_t n
     return fwd, row_ptr, cols, bwd, col_ptr, rows, order
 
 
+cdef void _check(AttentionProblem* p, uint32_t* not_finite, cbool check_finite):
+    not_finite[0] = 0
+    p.not_finite = not_finite if check_finite else NULL
+
+
+cdef object _raise_not_finite(uint32_t not_finite):
+    for bit, name in _CHECKED:
+        if not_finite & bit:
+            raise ValueError(f"{name} holds inf or NaN; attention inputs must be finite")
+
+
 cdef object _inputs(AttentionProblem* p, q, k, v):
     """Checks q, k, v and fills their part of p; returns them as the kernels read them."""
     q = np.asarray(q)
@@ -307,8 +328,9 @@ cdef object _inputs(AttentionProblem* p, q, k, v):
     return q, k, v
 
 
-def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1, isa=None, lists=None):
-    """attention_forward(q, k, v, plan, scale, key_lens=None, threads=1, isa=None, lists=None)
+def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1, isa=None, lists=None,
+                      cbool check_finite=False):
+    """attention_forward(q, k, v, plan, scale, key_lens=None, threads=1, isa=None, lists=None, check_finite=False)
 
     Masked attention ``softmax(scale * q k^T + mask) v`` over the tiles the plan lists.
 
@@ -329,6 +351,9 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
         The kernels' instruction set; None: :func:`best_isa`.
     lists : tuple, optional
         What :func:`element_lists` returned for this plan: its sparse blocks take the element path.
+    check_finite : bool
+        Raise ValueError, naming the input, where q, k or v holds inf or NaN: the kernels check every element as
+        they read it (at the cost of a few vector instructions per row, no further pass over memory).
 
     Returns
     -------
@@ -362,22 +387,28 @@ def attention_forward(q, k, v, plan, double scale, key_lens=None, int threads=1,
     p.lse_w = cnp.PyArray_DATA(<cnp.ndarray>lse)
     cdef int code = _isa_code(isa)
     threads = max(1, threads)
+    cdef uint32_t not_finite
+    _check(&p, &not_finite, check_finite)
     with nogil:
         c_forward(p, threads, code)
+    _raise_not_finite(not_finite)
     return out, lse
 
 
-def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=1, isa=None, lists=None):
-    """attention_backward(dout, q, k, v, out, lse, plan, scale, threads=1, isa=None, lists=None)
+def attention_backward(do, q, k, v, out, lse, plan, double scale, int threads=1, isa=None, lists=None,
+                       cbool check_finite=False):
+    """attention_backward(do, q, k, v, out, lse, plan, scale, threads=1, isa=None, lists=None, check_finite=False)
 
     Gradients of :func:`attention_forward` with respect to q, k and v, recomputing the probabilities from lse.
 
     Parameters
     ----------
-    dout : ndarray like q
+    do : ndarray like q
         Gradient of the loss with respect to ``out``.
     q, k, v, plan, scale, threads, isa, lists :
         As given to :func:`attention_forward`.
+    check_finite : bool
+        As :func:`attention_forward`'s, for do, q, k, v and out.
     out, lse :
         What :func:`attention_forward` returned (lse in any float dtype; -inf marks rows that see no key).
 
@@ -395,9 +426,9 @@ def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=
     """
     cdef AttentionProblem p
     q, k, v = _inputs(&p, q, k, v)
-    dout, out = _rows(dout, "dout", q.dtype), _rows(out, "out", q.dtype)
-    if dout.shape != q.shape or out.shape != q.shape:
-        raise ValueError(f"dout {dout.shape} and out {out.shape} must have q's shape {q.shape}")
+    do, out = _rows(do, "do", q.dtype), _rows(out, "out", q.dtype)
+    if do.shape != q.shape or out.shape != q.shape:
+        raise ValueError(f"do {do.shape} and out {out.shape} must have q's shape {q.shape}")
     lse = np.ascontiguousarray(lse, dtype=q.dtype)
     if lse.shape != q.shape[:3]:
         raise ValueError(f"lse must have shape {q.shape[:3]}; got {lse.shape}")
@@ -407,8 +438,8 @@ def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=
                   (p.n_k + p.tile_n - 1) // p.tile_n)
     p.key_lens = NULL
     p.scale = scale
-    p.dout, p.out, p.lse = _data(dout), _data(out), _data(lse)
-    _strides(dout, p.do_stride)
+    p.dout, p.out, p.lse = _data(do), _data(out), _data(lse)
+    _strides(do, p.do_stride)
     _strides(out, p.o_stride)
     p.out_w = p.lse_w = NULL
     dq = np.empty(q.shape, q.dtype)
@@ -419,6 +450,9 @@ def attention_backward(dout, q, k, v, out, lse, plan, double scale, int threads=
     p.dv = cnp.PyArray_DATA(<cnp.ndarray>dv)
     cdef int code = _isa_code(isa)
     threads = max(1, threads)
+    cdef uint32_t not_finite
+    _check(&p, &not_finite, check_finite)
     with nogil:
         c_backward(p, threads, code)
+    _raise_not_finite(not_finite)
     return dq, dk, dv

@@ -377,6 +377,35 @@ inline void copy_row(T* dst, const T* src, int64_t n, int64_t padded) {
   for (; d < padded; ++d) dst[d] = 0;
 }
 
+// Whether the n elements at x are all finite: x - x is 0 for those and NaN for inf and NaN; the lanes' verdicts are
+// or-ed (no chain of dependent additions), so that the check keeps up with the loads.
+template <class T>
+inline bool finite(const T* x, int64_t n) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
+  constexpr int W = Simd<T>::W;
+  I bad{};
+  int64_t d = 0;
+  for (; d + W <= n; d += W) {
+    const V y = load<V>(x + d);
+    const V t = y - y;
+    bad |= t != t;
+  }
+  bool ok = hsum<typename Simd<T>::Idx>(bad) == 0;
+  for (; d < n; ++d) ok &= std::isfinite(x[d]);
+  return ok;
+}
+
+// Where the call checks its inputs (p.not_finite): sets `bit` there if one of rows row(0) .. row(count - 1) (D
+// elements each) holds inf or NaN.
+template <class RowOf>
+inline void check_rows(const AttentionProblem& p, uint32_t bit, int64_t count, RowOf&& row) {
+  if (!p.not_finite) return;
+  bool ok = true;
+  for (int64_t r = 0; r < count; ++r) ok &= finite(row(r), p.D);
+  if (!ok) __atomic_fetch_or(p.not_finite, bit, __ATOMIC_RELAXED);
+}
+
 // Asks for the cache lines of n elements at x, to be read soon.
 template <class T>
 inline void prefetch(const T* x, int64_t n) {
@@ -395,10 +424,12 @@ inline void axpy(T* y, T alpha, const T* x, int64_t n) {
 // One register tile: C[MR][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks] (a_ks = 1:
 // rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned. The sum
 // starts from zero and is added to C at the end, so that a tile's share is rounded at its own size (as the
-// reference's tile products are), not at the size of everything accumulated before it.
+// reference's tile products are), not at the size of everything accumulated before it. Always inlined (into gemm, which
+// is not): left to itself the compiler called it once per register tile.
 template <class T, bool ACC>
-inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
-                          int64_t ldb, T* __restrict c, int64_t ldc) {
+__attribute__((always_inline)) inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks,
+                                                         const T* __restrict b, int64_t ldb, T* __restrict c,
+                                                         int64_t ldc) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   V acc[MR][NV];
@@ -429,6 +460,8 @@ inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_
 // price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
 // (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
 // masked elements; a register tile that takes none is left as it is (its callers read no such tile of scores).
+// Not inlined: inside the forward's unit function the loop over K of P V had no registers left for A's row offsets
+// and reloaded them from the stack on every step (AVX2; a forward 12-17% slower).
 constexpr int64_t KB = MASKPREP_KB;
 static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
@@ -440,8 +473,8 @@ static_assert(STRIP % MR == 0, "strips of whole register tiles");
 inline uint64_t all_blocks(int64_t, int64_t) { return ALL_BLOCKS; }
 
 template <class T, bool ACC, class Blocks = uint64_t (*)(int64_t, int64_t)>
-void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks, const T* b, int64_t ldb, T* c,
-          int64_t ldc, Blocks&& blocks = all_blocks) {
+__attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks,
+                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = all_blocks) {
   constexpr int64_t NC = NV * Simd<T>::W;
   for (int64_t j = 0; j < N; j += NC)
     for (int64_t i = 0; i < M; i += MR) {
@@ -613,6 +646,9 @@ void pack_keys(Call<T>& c, int64_t unit, const T** krows, const T** vrows) {
   if (c.vt) pack_transposed(c.vt_block(bk, n), vrows, cols, p.D, c.Dp, c.tnp);
   if (c.kp) pack_rows(c.kp_rows(bk, n), krows, cols, p.D, c.Dp, c.tn);
   if (c.vp) pack_rows(c.vp_rows(bk, n), vrows, cols, p.D, c.Dp, c.tn);
+  // checked where the rows just read are still in cache (V's, where they are not packed, are read here only for this)
+  check_rows(p, NOT_FINITE_K, cols, [&](int64_t j) { return krows[j]; });
+  check_rows(p, NOT_FINITE_V, cols, [&](int64_t j) { return vrows[j]; });
 }
 
 template <class T>
@@ -923,6 +959,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   int64_t key_end = p.n_k;
   if (p.key_lens) key_end = imax(0, imin(p.n_k, p.key_lens[b]));
   const int64_t bk = b * p.Hk + kv;
+  check_rows(p, NOT_FINITE_Q, rows, [&](int64_t r) { return c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r)); });
   if (c.fwd_elements(g, m)) return forward_elements<T>(c, w, g, bh, bk, r0, rows, key_end);
   const T ninf = neg_inf<T>();
   for (int64_t r = 0; r < rows_p; ++r) {
@@ -1048,7 +1085,8 @@ void pack_queries(Call<T>& c, int64_t unit) {
   const int64_t bh = unit / c.M, m = unit % c.M, b = bh / p.H, h = bh % p.H;
   const T inf = std::numeric_limits<T>::infinity();
   const T* lse = static_cast<const T*>(p.lse) + bh * p.n_q;
-  for (int64_t r = m * c.tm; r < (m + 1) * c.tm; ++r) {
+  const int64_t r0 = m * c.tm, rows = imin(c.tm, p.n_q - r0);
+  for (int64_t r = r0; r < r0 + c.tm; ++r) {
     const int64_t at = bh * c.M * c.tm + r;
     if (r >= p.n_q) {  // rows past n_q: zero, and P = 0
       std::memset(c.qp + at * c.Dp, 0, c.Dp * sizeof(T));
@@ -1076,6 +1114,13 @@ void pack_queries(Call<T>& c, int64_t unit) {
     c.lse2[2 * at] = static_cast<T>(lse2);
     c.lse2[2 * at + 1] = lse[tok] == -inf ? T(0) : static_cast<T>(lse2 - double(c.lse2[2 * at]));
   }
+  // checked where the rows just read are still in cache
+  auto row = [&](const void* base, const int64_t* stride) {
+    return [&, base, stride](int64_t r) { return c.row_of(base, stride, b, h, c.token(r0 + r)); };
+  };
+  check_rows(p, NOT_FINITE_Q, rows, row(p.q, p.q_stride));
+  check_rows(p, NOT_FINITE_DOUT, rows, row(p.dout, p.do_stride));
+  check_rows(p, NOT_FINITE_OUT, rows, row(p.out, p.o_stride));
 }
 
 // The element path of a sparse key block n: each key's queries one by one (the dot products, then P and dS for the

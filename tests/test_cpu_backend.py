@@ -275,6 +275,75 @@ def test_errors():
         cpu.forward(q, k, v, plan, 0.5, isa="sse9")
 
 
+# ------------------------------------------------------------------------------------------------ input check
+
+
+def with_bad(arrays, name, value):
+    """``arrays`` (name: array) with a copy of ``name`` whose last element, in the last row and head, is ``value``."""
+    x = arrays[name].copy()
+    x[-1, -1, -1, -1] = value
+    return {**arrays, name: x}
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@DTYPES
+@pytest.mark.parametrize("D", [3, 64])
+@pytest.mark.parametrize("case", ["tiles", "elements", "perm"])
+def test_non_finite_inputs(case, D, dtype, isa):
+    """check_finite: the kernels name an input that holds inf or NaN, forward (q, k, v) and backward (do, q, k, v,
+    out), also where no product reads it (the last query row sees no key, the last key no row: the bad element is
+    there), on tiles, on the element path and through a node order; the first input in the API's order where several
+    do; none without the check."""
+    rng = np.random.default_rng(5)
+    if case == "perm":
+        spec = masks.longformer(150, 12, global_tokens=2, dilation=3)
+    else:
+        dense = rng.random((70, 90)) < 0.3
+        dense[-1], dense[:, -1] = False, False
+        spec = masks.from_dense(dense)
+    plan = maskattn.compile_mask(spec, (16, 32))
+    lists = kernels.element_lists(plan, 1.0) if case == "elements" else None
+    q, k, v, do = inputs(rng, 2, 4, 2, plan.shape[2], plan.shape[3], D, dtype)
+    options = {"threads": 2, "isa": isa, "lists": lists}
+
+    def forward(x, check=True):
+        return kernels.attention_forward(x["q"], x["k"], x["v"], plan, 0.5, **options, check_finite=check)
+
+    def backward(x, check=True):
+        return kernels.attention_backward(x["do"], x["q"], x["k"], x["v"], x["out"], lse, plan, 0.5, **options,
+                                          check_finite=check)
+
+    clean = {"q": q, "k": k, "v": v}
+    out, lse = forward(clean)
+    clean.update(do=do, out=out)
+    backward(clean)
+    for run, names in ((forward, ("q", "k", "v")), (backward, ("do", "q", "k", "v", "out"))):
+        for name, value in zip(names, (np.nan, np.inf, -np.inf, np.nan, np.inf)):
+            bad = with_bad(clean, name, value)
+            with pytest.raises(ValueError, match=f"^{name} holds inf or NaN; attention inputs must be finite"):
+                run(bad)
+            run(bad, check=False)
+        with pytest.raises(ValueError, match=f"^{names[0]} holds"):
+            run(with_bad(with_bad(clean, names[0], np.inf), names[-1], np.nan))
+
+
+@pytest.mark.parametrize("backend", ["fast", "reference"])
+def test_non_finite_inputs_through_the_api(backend, monkeypatch):
+    """maskattn.attention and attention_backward on NumPy inputs check by default, on either CPU backend."""
+    monkeypatch.setenv("MASKATTN_CPU_BACKEND", backend)
+    q, k, v, do = inputs(np.random.default_rng(6), 1, 2, 1, 40, 40, 8)
+    out, lse = maskattn.attention(q, k, v, masks.causal(40), return_lse=True)
+    forward = {"q": q, "k": k, "v": v}
+    for name in forward:
+        with pytest.raises(ValueError, match=f"^{name} holds inf or NaN"):
+            maskattn.attention(**with_bad(forward, name, np.inf), mask=masks.causal(40))
+    for name in ("do", "q", "k", "v", "out"):
+        arrays = with_bad({**forward, "do": do, "out": out}, name, np.nan)
+        with pytest.raises(ValueError, match=f"^{name} holds inf or NaN"):
+            maskattn.attention_backward(arrays["do"], arrays["q"], arrays["k"], arrays["v"], arrays["out"], lse,
+                                        masks.causal(40))
+
+
 # ------------------------------------------------------------------------------------------------ threads, choice
 
 

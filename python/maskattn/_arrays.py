@@ -23,6 +23,13 @@ def cupy_or_none():
     return cupy
 
 
+def require_finite(xp, **arrays):
+    """Raise ValueError naming the first of ``arrays`` (name=array, of array module ``xp``) that holds inf or NaN."""
+    for name, x in arrays.items():
+        if not bool(xp.isfinite(x).all()):
+            raise ValueError(f"{name} holds inf or NaN; attention inputs must be finite")
+
+
 def _device_of(x) -> str:
     if isinstance(x, np.ndarray):
         return "cpu"

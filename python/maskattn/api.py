@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from . import masks as _masks
-from ._arrays import cupy_or_none, ingest
+from ._arrays import cupy_or_none, ingest, require_finite
 from ._maskprep import default_threads
 from .backends.cuda.io import CupyIO, io_for
 from .plan import DEFAULT_TILE, BlockMask, check_tile
@@ -45,9 +45,10 @@ class _Backend:
             from .backends import cpu
 
             # the C++ kernels (backends.cpu), or the exact reference where MASKATTN_CPU_BACKEND=reference; both
-            # deterministic, and neither has splits to make
+            # deterministic, neither has splits to make, and both check their inputs for inf and NaN themselves
+            # (check_finite=: the kernels as they read them)
             self.forward = lambda *args, **kwargs: cpu.chosen().forward(*args, **kwargs)
-            self.backward = lambda *args, deterministic: cpu.chosen().backward(*args)
+            self.backward = lambda *args, deterministic, **kwargs: cpu.chosen().backward(*args, **kwargs)
             self.tile_for = lambda head_dim, dtype, rows=None: cpu.TILE  # any tile works; this one runs fastest
             self.decode_rows = 0  # no GQA packing: pack is always 1 here
             self.xp = np
@@ -117,13 +118,6 @@ def _check_cache_seqlens(backend, lens, B: int, n_k: int):
     if lens.size and (lens.min() < 0 or lens.max() > n_k):
         raise ValueError(f"cache_seqlens must lie in [0, n_k={n_k}]; got [{lens.min()}, {lens.max()}]")
     return lens
-
-
-def _check_finite(backend, **arrays):
-    xp = backend.xp
-    for name, x in arrays.items():
-        if not bool(xp.isfinite(x).all()):
-            raise ValueError(f"{name} holds inf or NaN; attention inputs must be finite")
 
 
 def compile_mask(spec, tile=None, *, threads: int | None = None) -> BlockMask:
@@ -236,8 +230,8 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     return_lse : bool
         Also return the log-sum-exp per row, (B, H, n_q) (float32 on CUDA; the input dtype on the CPU).
     check_finite : bool, optional
-        Raise ValueError if q, k or v hold inf or NaN. Default: on for NumPy inputs, off on the GPU (the check
-        would synchronise the device).
+        Raise ValueError if q, k or v hold inf or NaN. Default: on for NumPy inputs (the CPU kernels check each
+        element as they read it), off on the GPU (the check would synchronise the device).
     num_splits : int, optional
         GPU: split each query block's key blocks over this many CTAs (1 to 32), merging the partial results
         exactly. Default: chosen from the plan and the GPU's size, so that few query rows over a long KV cache
@@ -283,8 +277,9 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     q, k, v = views["q"], views["k"], views["v"]
     B, H, Hk, n_q, n_k, D, dtype = _check_inputs(backend, layout, q, k, v)
     lens = None if cache_seqlens is None else _check_cache_seqlens(backend, views["cache_seqlens"], B, n_k)
-    if backend.wants_finite_check(check_finite):
-        _check_finite(backend, q=q, k=k, v=v)
+    finite = backend.wants_finite_check(check_finite)
+    if finite and backend.cuda:
+        require_finite(backend.xp, q=q, k=k, v=v)
     pack = _gqa_pack(backend, mask, H, Hk, n_q)
     if pack > 1:
         mask = _no_mask(n_q, n_k) if mask is None else mask
@@ -300,7 +295,8 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
                             num_splits=num_splits, pack=pack, bounded=lens is not None)
         out, lse = _run_prepared(call, key, io, export, given, (q, k, v) + (() if lens is None else (lens,)))
         return (out, lse) if return_lse else out
-    out, lse = backend.forward(*(_bhnd(x, layout) for x in (q, k, v)), plan, _scale(scale, D), key_lens=lens)
+    out, lse = backend.forward(*(_bhnd(x, layout) for x in (q, k, v)), plan, _scale(scale, D), key_lens=lens,
+                               check_finite=finite)
     out = np.ascontiguousarray(_bhnd(out, layout))
     return (export(out), export(lse)) if return_lse else export(out)
 
@@ -444,8 +440,9 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
         raise ValueError(f"do and out must have q's shape {q.shape}; got do {do.shape}, out {out.shape}")
     if lse.shape != (B, H, n_q):
         raise ValueError(f"lse must have shape (B, H, n_q) = {(B, H, n_q)}; got {lse.shape}")
-    if backend.wants_finite_check(check_finite):
-        _check_finite(backend, do=do, q=q, k=k, v=v, out=out)
+    finite = backend.wants_finite_check(check_finite)
+    if finite and backend.cuda:
+        require_finite(backend.xp, do=do, q=q, k=k, v=v, out=out)
     plan = _resolve_plan(mask, B, H, n_q, n_k, backend.tile_for(D, dtype))
     if backend.cuda:
         io = io_for(given[0])
@@ -453,5 +450,6 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
                              deterministic=bool(deterministic))
         return _run_prepared(call, key, io, export, given, (do, q, k, v, out, lse))
     dob, qb, kb, vb, ob = (_bhnd(x, layout) for x in (do, q, k, v, out))
-    dq, dk, dv = backend.backward(dob, qb, kb, vb, ob, lse, plan, _scale(scale, D), deterministic=deterministic)
+    dq, dk, dv = backend.backward(dob, qb, kb, vb, ob, lse, plan, _scale(scale, D), deterministic=deterministic,
+                                  check_finite=finite)
     return tuple(export(np.ascontiguousarray(_bhnd(g, layout))) for g in (dq, dk, dv))

@@ -65,14 +65,15 @@ def element_lists(plan, ordered: bool = True):
     return cache[key]
 
 
-def forward(q, k, v, plan, scale: float, key_lens=None, *, threads: int | None = None, isa: str | None = None):
+def forward(q, k, v, plan, scale: float, key_lens=None, *, check_finite: bool = False, threads: int | None = None,
+            isa: str | None = None):
     """Exact masked attention over ``plan``; the signature and results of :func:`.reference.forward`.
 
     Parameters
     ----------
-    q, k, v, plan, scale, key_lens :
+    q, k, v, plan, scale, key_lens, check_finite :
         As :func:`.reference.forward` takes them (q (B, H, n_q, D), k and v (B, Hk, n_k, D), float32 or float64,
-        any strides; a plan for any tile).
+        any strides; a plan for any tile). The kernels check each element for inf and NaN as they read it.
     threads : int, optional
         Worker threads (default: :func:`threads`).
     isa : {None, "generic", "avx2", "avx512"}
@@ -84,10 +85,11 @@ def forward(q, k, v, plan, scale: float, key_lens=None, *, threads: int | None =
     lse : (B, H, n_q) array of q's dtype (natural log; -inf on rows that see no key)
     """
     return _kernels.attention_forward(q, k, v, plan, float(scale), key_lens, threads=_threads(threads), isa=isa,
-                                      lists=element_lists(plan, ordered=key_lens is None))
+                                      lists=element_lists(plan, ordered=key_lens is None), check_finite=check_finite)
 
 
-def backward(do, q, k, v, out, lse, plan, scale: float, *, threads: int | None = None, isa: str | None = None):
+def backward(do, q, k, v, out, lse, plan, scale: float, *, check_finite: bool = False, threads: int | None = None,
+             isa: str | None = None):
     """Gradients of :func:`forward` with respect to q, k and v; the signature and results of
     :func:`.reference.backward` (dk, dv summed over the query heads of a KV head).
 
@@ -95,7 +97,7 @@ def backward(do, q, k, v, out, lse, plan, scale: float, *, threads: int | None =
     than threads can share evenly, dq is summed over ranges of key blocks whose number follows ``threads``).
     """
     return _kernels.attention_backward(do, q, k, v, out, lse, plan, float(scale), threads=_threads(threads), isa=isa,
-                                       lists=element_lists(plan))
+                                       lists=element_lists(plan), check_finite=check_finite)
 
 
 def _threads(given) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import require_finite
 from ..plan import BlockMask
 
 
@@ -89,7 +90,8 @@ def _reorder(index, *xs):
     return xs if index is None else tuple(np.take(x, index, axis=2) for x in xs)
 
 
-def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale: float, key_lens=None):
+def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale: float, key_lens=None, *,
+            check_finite: bool = False):
     """Exact masked attention, ``softmax(scale * Q K^T + mask) V``, tile by tile over ``plan``.
 
     Parameters
@@ -105,6 +107,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
     key_lens : (B,) integer array, optional
         Per batch the number of keys to see: keys ``j >= key_lens[b]`` are masked besides the plan (plans without a
         node order).
+    check_finite : bool
+        Raise ValueError, naming the input, where q, k or v holds inf or NaN.
 
     Returns
     -------
@@ -120,6 +124,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
     float64-accurate out). Arithmetic runs in the input dtype, float32 included, accumulating as the
     kernels do in float32.
     """
+    if check_finite:
+        require_finite(np, q=q, k=k, v=v)
     q, k, v = _reorder(plan.perm, q, k, v)
     Hk = k.shape[1]
     tile_m = plan.tile[0]
@@ -158,7 +164,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: BlockMask, scale:
 
 
 def backward(do: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, lse: np.ndarray,
-             plan: BlockMask, scale: float):
+             plan: BlockMask, scale: float, *, check_finite: bool = False):
     """Gradients of :func:`forward` with respect to q, k and v, recomputing the probabilities from ``lse``.
 
     Parameters
@@ -169,6 +175,8 @@ def backward(do: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: n
         As given to :func:`forward`.
     out, lse :
         As :func:`forward` returned them (``lse`` in any float dtype; ``-inf`` marks rows that see no key).
+    check_finite : bool
+        Raise ValueError, naming the input, where do, q, k, v or out holds inf or NaN.
 
     Returns
     -------
@@ -184,6 +192,8 @@ def backward(do: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: n
     dQ, dK and dV in the plan's fixed order, so results are deterministic. Rows that see no key and keys
     that no row sees get zero gradients. Arithmetic runs in the input dtype, float32 included.
     """
+    if check_finite:
+        require_finite(np, do=do, q=q, k=k, v=v, out=out)
     do, q, k, v, out, lse = _reorder(plan.perm, do, q, k, v, out, lse)
     Hk = k.shape[1]
     tile_m = plan.tile[0]
