@@ -17,12 +17,11 @@ def hopper(monkeypatch):
 def test_the_training_tile_takes_the_wgmma_forward_where_it_exists(head_dim, hopper):
     tile = kernels.tile_for(head_dim, np.float16, device=None)
     assert kernels.uses_sm90(head_dim, tile, 0) == (head_dim in kernels.SM90_HEAD_DIMS)
-    assert bwd.uses_sm90(head_dim, tile, 0) == (head_dim in bwd.BWD_SM90_HEAD_DIMS)
+    assert bwd.uses_sm90(head_dim, tile, 0) == (head_dim in kernels.SM90_HEAD_DIMS)
     if head_dim in kernels.SM90_HEAD_DIMS:
         assert tile == (128, kernels.sm90_tile_n(head_dim))
         # the launch with a node order asks for the producers' row tables on top
         assert kernels.sm90_smem_bytes(head_dim) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
-    if head_dim in bwd.BWD_SM90_HEAD_DIMS:
         for one_pass in (False, True):
             assert bwd.bwd_sm90_smem_bytes(head_dim, one_pass) + bwd.DKDV_ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
     if head_dim in bwd.DQ_SM90_HEAD_DIMS:

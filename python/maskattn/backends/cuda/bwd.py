@@ -101,14 +101,18 @@ def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
     return 1024 + 6 * 128 * sw128_columns(head_dim) * 2 + 128
 
 
-BWD_SM90_HEAD_DIMS = (32, 64, 96, 128, 192, 256)  # bwd_sm90.cu's dK/dV kernel; other head dims run bwd.cu
-DQ_SM90_HEAD_DIMS = (32, 64, 96, 128)  # its dQ kernel (the deterministic second pass); wider ones take bwd.cu's
+DQ_SM90_HEAD_DIMS = (32, 64, 96, 128)  # bwd_sm90.cu's dQ kernel (the deterministic second pass); wider: bwd.cu's
 
 
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
     """Whether the backward runs the wgmma kernels of bwd_sm90.cu (the two passes where deterministic, else the one
-    pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu."""
-    return head_dim in BWD_SM90_HEAD_DIMS and forward_uses_sm90(head_dim, tuple(tile), device_id)
+    pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu, every head dim of its tiles."""
+    return forward_uses_sm90(head_dim, tuple(tile), device_id)
+
+
+def _dq_sm90(head_dim: int, sm90: bool) -> bool:
+    """Whether the deterministic dQ pass runs bwd_sm90.cu's kernel (rather than bwd.cu's) where ``sm90``."""
+    return sm90 and head_dim in DQ_SM90_HEAD_DIMS
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
@@ -125,7 +129,7 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
                  f"{str(not deterministic).lower()}, {p}>"),
     }
     if deterministic:
-        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if sm90 and D in DQ_SM90_HEAD_DIMS else
+        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if _dq_sm90(D, sm90) else
                        f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>")
     else:
         names["convert"] = f"maskattn::bwd_dq_convert_{'sm90_' if sm90 else ''}kernel<{T}, {D}>"
@@ -137,7 +141,7 @@ def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool) -> dict:
     dkdv, dq = bwd_smem_bytes(head_dim, tile, deterministic)
     if sm90:
         dkdv = bwd_sm90_smem_bytes(head_dim, not deterministic)
-        dq = bwd_dq_sm90_smem_bytes(head_dim) if head_dim in DQ_SM90_HEAD_DIMS else dq
+        dq = bwd_dq_sm90_smem_bytes(head_dim) if _dq_sm90(head_dim, sm90) else dq
     return {"pre": 0, "dkdv": dkdv, **({"dq": dq} if deterministic else {"convert": 0})}
 
 
@@ -151,8 +155,7 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     cupy = import_cupy()
     src = source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
-    from_sm90 = (("dkdv", "convert") if not deterministic else
-                 ("dkdv", "dq") if head_dim in DQ_SM90_HEAD_DIMS else ("dkdv",)) if sm90 else ()
+    from_sm90 = tuple(key for key, name in names.items() if "_sm90_kernel<" in name)  # bwd_sm90.cu's
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=kernel_source("bwd.cu"), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
@@ -251,7 +254,7 @@ class _BackwardLaunch:
         with self.device:
             limit = smem_optin(device_id)
             sm90 = uses_sm90(head_dim, tile, device_id)
-            dq_sm90 = sm90 and head_dim in DQ_SM90_HEAD_DIMS
+            dq_sm90 = _dq_sm90(head_dim, sm90)
             need = max(_smem_bytes(head_dim, tile, deterministic, sm90).values())
             if need > limit:
                 raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
