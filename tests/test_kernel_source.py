@@ -13,3 +13,17 @@ def test_a_header_change_changes_the_source(tmp_path, monkeypatch):
     assert kernels.kernel_source("k.cu") == before
     (tmp_path / "h.cuh").write_text("#define X 2\n")
     assert kernels.kernel_source("k.cu") != before
+
+
+def test_kernel_sources_from_another_folder(tmp_path, monkeypatch):
+    """MASKATTN_KERNEL_SOURCES points the builds at another folder (scripts/kernel_ab.py times two against each
+    other); unset, the installed sources serve."""
+    monkeypatch.delenv("MASKATTN_KERNEL_SOURCES", raising=False)
+    installed = kernels.source_dir()
+    assert (installed / "fwd_sm90.cu").is_file()
+    (tmp_path / "fwd.cu").write_text("// another fwd.cu\n")
+    monkeypatch.setenv("MASKATTN_KERNEL_SOURCES", str(tmp_path))
+    assert kernels.source_dir() == tmp_path
+    assert kernels.kernel_source("fwd.cu").startswith("// another fwd.cu\n")
+    monkeypatch.setenv("MASKATTN_KERNEL_SOURCES", "")
+    assert kernels.source_dir() == installed

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import importlib.resources
 import os
+import pathlib
 
 import numpy as np
 
@@ -152,7 +153,11 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
 
 
 def source_dir():
-    """The folder holding the installed .cu / .cuh files (the source tree for editable installs)."""
+    """The folder holding the installed .cu / .cuh files (the source tree for editable installs), or the one
+    ``MASKATTN_KERNEL_SOURCES`` names: kernels built from other sources without reinstalling (scripts/kernel_ab.py
+    times two such folders against each other)."""
+    if os.environ.get("MASKATTN_KERNEL_SOURCES"):
+        return pathlib.Path(os.environ["MASKATTN_KERNEL_SOURCES"])
     resource = importlib.resources.files("maskattn._gpu").joinpath("fwd.cu")
     with importlib.resources.as_file(resource) as path:
         return path.parent

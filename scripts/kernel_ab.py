@@ -1,0 +1,125 @@
+"""A/B timing of the CUDA kernels built from two kernel-source folders, in one GPU machine call: a baseline folder
+against the installed sources (the working tree), in turns, on the same cases and inputs.
+
+    git archive HEAD gpu | tar -x -C .whl/base     # on the host: the GPU machine's copy of the tree has no history
+    python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward] [--only SUBSTRING]
+
+Each round runs one process per folder (the baseline first, any variants, then the tree;
+``MASKATTN_KERNEL_SOURCES`` points the kernels at a folder), timing every case with CUDA events (median of 20
+launches after 3 warm-ups; bf16, B = 1). The table gives each case's medians per round and each side's time over
+the baseline's, from the medians over rounds. Timings only: the tests check correctness.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# (name, workload, n, heads, head dim); the forward of each, and with --backward the default backward of the
+# first rows (one pass on Hopper) and the deterministic one of full D=128
+FORWARD = [
+    ("full", "full", 16384, 16, 128),
+    ("causal", "causal", 16384, 16, 128),
+    ("swa", "swa", 16384, 16, 128),
+    ("doc_causal", "doc_causal", 16384, 16, 128),
+    ("full", "full", 8192, 32, 64),
+    ("causal", "causal", 8192, 32, 64),
+    ("full", "full", 16384, 16, 96),
+    ("full", "full", 8192, 16, 192),
+    ("full", "full", 8192, 16, 256),
+]
+BACKWARD = FORWARD[:2] + FORWARD[4:6]
+
+
+def time_cases(backward: bool, only: str) -> dict:
+    import cupy as cp
+    import ml_dtypes
+    import numpy as np
+
+    from maskattn import compile_mask
+    from maskattn.backends import cuda
+    from maskattn.bench import workloads
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+
+    def median_ms(fn, warmup=3, reps=20):
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(reps):
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, stop))
+        return float(np.median(times))
+
+    runs = [(f"fwd {name} {n // 1024}k D={d}", name, workload, n, h, d, None) for name, workload, n, h, d in FORWARD]
+    if backward:
+        runs += [(f"bwd {name} {n // 1024}k D={d}", name, workload, n, h, d, False)
+                 for name, workload, n, h, d in BACKWARD]
+        runs.append(("bwd deterministic full 16k D=128", "full", "full", 16384, 16, 128, True))
+    times = {}
+    for label, _, workload, n, h, d, deterministic in runs:
+        if only not in label:
+            continue
+        rng = np.random.default_rng(0)
+        plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16))
+        q, k, v, do = (cp.asarray(rng.standard_normal((1, h, n, d), dtype=np.float32).astype(bf16)) for _ in range(4))
+        out, lse = cuda.forward(q, k, v, plan, d ** -0.5)
+        if deterministic is None:
+            times[label] = median_ms(lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out))
+        else:
+            times[label] = median_ms(lambda: cuda.backward(do, q, k, v, out, lse, plan, d ** -0.5, deterministic))
+        del q, k, v, do, out, lse
+        cp.get_default_memory_pool().free_all_blocks()
+    return times
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", help="folders of .cu / .cuh files: the baseline, then any variants")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--backward", action="store_true")
+    parser.add_argument("--only", default="", help="time only the cases whose label contains this")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(time_cases(args.backward, args.only)))
+        return
+    folders = [os.path.abspath(folder) for folder in args.folders]
+    for folder in folders:
+        if not os.path.isfile(os.path.join(folder, "fwd_sm90.cu")):
+            sys.exit(f"{folder} holds no fwd_sm90.cu: not a kernel-source folder")
+    sides = {os.path.relpath(folder): folder for folder in folders} | {"tree": None}
+    results = {side: [] for side in sides}
+    for round_ in range(args.rounds):
+        for side, folder in sides.items():
+            env = {key: value for key, value in os.environ.items() if key != "MASKATTN_KERNEL_SOURCES"}
+            if folder is not None:
+                env["MASKATTN_KERNEL_SOURCES"] = folder
+            command = [sys.executable, __file__, folders[0], "--worker", "--only", args.only]
+            if args.backward:
+                command.append("--backward")
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"{side} round {round_} failed:\n{done.stderr[-3000:]}")
+            results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"round {round_} {side} done", file=sys.stderr, flush=True)
+    print(json.dumps(results), file=sys.stderr)
+    names = list(sides)
+    print(f"| case ({args.rounds} rounds, ms) | " + " | ".join(names) + " | "
+          + " | ".join(f"{name} / {names[0]}" for name in names[1:]) + " |")
+    print("| --- " * (2 * len(names)) + "|")
+    for label in results["tree"][0]:
+        times = {side: [r[label] for r in results[side]] for side in names}
+        base = statistics.median(times[names[0]])
+        print(f"| {label} | " + " | ".join(" / ".join(f"{t:.3f}" for t in times[side]) for side in names) + " | "
+              + " | ".join(f"{statistics.median(times[side]) / base:.3f}" for side in names[1:]) + " |")
+
+
+if __name__ == "__main__":
+    main()
