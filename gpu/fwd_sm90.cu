@@ -13,9 +13,10 @@
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
 //   in registers (the S accumulator packed to 16 bits is the register A operand) and V N-major in shared memory.
-//   The P V product of key block j - 1 is issued right after S of block j, so it runs under the softmax of j; and
-//   the two consumers take turns issuing (FlashAttention-3's ping-pong), so one's softmax runs under the other's
-//   products (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel was built).
+//   The P V product of key block j - 1 is issued right after S of block j, to run under the softmax of j (at
+//   D = 256; at the other head dims ptxas hoists the wait for it above the softmax, see the key loop); and the two
+//   consumers take turns issuing (FlashAttention-3's ping-pong), so one's softmax runs under the other's products
+//   (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel was built).
 //
 // Head dims 32 and 96 take the shared layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks,
 // the last one half used); the products stop at column D.
