@@ -42,20 +42,9 @@ def time_cases(backward: bool, only: str) -> dict:
     from maskattn.backends import cuda
     from maskattn.bench import workloads
 
-    bf16 = np.dtype(ml_dtypes.bfloat16)
+    from gpu_timing import median_ms  # scripts/ is on the path of a script run from there
 
-    def median_ms(fn, warmup=3, reps=20):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, stop))
-        return float(np.median(times))
+    bf16 = np.dtype(ml_dtypes.bfloat16)
 
     runs = [(f"fwd {name} {n // 1024}k D={d}", name, workload, n, h, d, None) for name, workload, n, h, d in FORWARD]
     if backward:
