@@ -38,17 +38,18 @@ def nvdisasm() -> str:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("source", help="a file of gpu/, e.g. fwd_sm90.cu")
+    parser.add_argument("source", help="a file of gpu/, e.g. fwd_sm90.cu, or the path of one elsewhere")
     parser.add_argument("defines", nargs="*", help="NAME=VALUE knobs of the instantiation")
     parser.add_argument("--full", action="store_true", help="print the whole disassembly")
     args = parser.parse_args()
     nvcc = shutil.which("nvcc") or sys.exit("nvcc is not on PATH")
-    arch = "sm_90a" if args.source.endswith("_sm90.cu") else "sm_90"
+    source = pathlib.Path(args.source) if pathlib.Path(args.source).is_file() else ROOT / "gpu" / args.source
+    arch = "sm_90a" if source.name.endswith("_sm90.cu") else "sm_90"
     target = f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch.endswith("a") else f"-arch={arch}"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = pathlib.Path(tmp) / "k.cubin"
         built = subprocess.run([nvcc, target, "-std=c++17", "-Xptxas", "-v", "-cubin", "-DMASKATTN_INSTANTIATE",
-                                *(f"-D{d}" for d in args.defines), str(ROOT / "gpu" / args.source), "-o", str(cubin)],
+                                *(f"-D{d}" for d in args.defines), str(source), "-o", str(cubin)],
                                capture_output=True, text=True)
         if built.returncode != 0:
             sys.exit(built.stderr)
