@@ -29,7 +29,7 @@ import numpy as np
 
 from ...plan import BlockMask
 from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, kernel_source, nvrtc_options, sm90_function,
-                      smem_optin, source_dir, sw128_columns)
+                      sm90_tile_n, smem_optin, source_dir, sw128_columns)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
@@ -88,8 +88,7 @@ def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
     P^T (wide), in one pass the consumers' float32 halves of a step's dQ (64 x D / 2 each; none at 256, which stages
     them in the step's tiles), two stages of the 64 LSE and delta values, the step descriptions and mbarriers (D: the
     tiles' padded width, sw128_columns)."""
-    width, wide = sw128_columns(head_dim), head_dim > 128
-    keys = 64 if wide else 128
+    width, wide, keys = sw128_columns(head_dim), head_dim > 128, sm90_tile_n(head_dim)
     ds_buffers = 2 * (one_pass or wide) + 2 * wide
     dq_halves = 2 * 64 * (width // 2) * 4 if one_pass and head_dim != 256 else 0
     return 1024 + (2 * keys + 4 * 64) * width * 2 + ds_buffers * keys * 64 * 2 + dq_halves + 2 * 2 * 64 * 4 + 128
