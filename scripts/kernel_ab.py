@@ -17,18 +17,18 @@ import statistics
 import subprocess
 import sys
 
-# (name, workload, n, heads, head dim); the forward of each, and with --backward the default backward of the
-# first rows (one pass on Hopper) and the deterministic one of full D=128
+# (workload, n, heads, head dim); the forward of each, and with --backward the default backward of the first rows
+# (one pass on Hopper) and the deterministic one of full D=128
 FORWARD = [
-    ("full", "full", 16384, 16, 128),
-    ("causal", "causal", 16384, 16, 128),
-    ("swa", "swa", 16384, 16, 128),
-    ("doc_causal", "doc_causal", 16384, 16, 128),
-    ("full", "full", 8192, 32, 64),
-    ("causal", "causal", 8192, 32, 64),
-    ("full", "full", 16384, 16, 96),
-    ("full", "full", 8192, 16, 192),
-    ("full", "full", 8192, 16, 256),
+    ("full", 16384, 16, 128),
+    ("causal", 16384, 16, 128),
+    ("swa", 16384, 16, 128),
+    ("doc_causal", 16384, 16, 128),
+    ("full", 8192, 32, 64),
+    ("causal", 8192, 32, 64),
+    ("full", 16384, 16, 96),
+    ("full", 8192, 16, 192),
+    ("full", 8192, 16, 256),
 ]
 BACKWARD = FORWARD[:2] + FORWARD[4:6]
 
@@ -42,22 +42,20 @@ def time_cases(backward: bool, only: str) -> dict:
     from maskattn.backends import cuda
     from maskattn.bench import workloads
 
-    from gpu_timing import median_ms  # scripts/ is on the path of a script run from there
+    from gpu_timing import inputs, median_ms  # scripts/ is on the path of a script run from there
 
     bf16 = np.dtype(ml_dtypes.bfloat16)
 
-    runs = [(f"fwd {name} {n // 1024}k D={d}", name, workload, n, h, d, None) for name, workload, n, h, d in FORWARD]
+    runs = [(f"fwd {workload} {n // 1024}k D={d}", workload, n, h, d, None) for workload, n, h, d in FORWARD]
     if backward:
-        runs += [(f"bwd {name} {n // 1024}k D={d}", name, workload, n, h, d, False)
-                 for name, workload, n, h, d in BACKWARD]
-        runs.append(("bwd deterministic full 16k D=128", "full", "full", 16384, 16, 128, True))
+        runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False) for workload, n, h, d in BACKWARD]
+        runs.append(("bwd deterministic full 16k D=128", "full", 16384, 16, 128, True))
     times = {}
-    for label, _, workload, n, h, d, deterministic in runs:
+    for label, workload, n, h, d, deterministic in runs:
         if only not in label:
             continue
-        rng = np.random.default_rng(0)
         plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16))
-        q, k, v, do = (cp.asarray(rng.standard_normal((1, h, n, d), dtype=np.float32).astype(bf16)) for _ in range(4))
+        q, k, v, do = inputs(4, (1, h, n, d), bf16, np.random.default_rng(0))
         out, lse = cuda.forward(q, k, v, plan, d ** -0.5)
         if deterministic is None:
             times[label] = median_ms(lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out))
