@@ -738,8 +738,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       pin_registers(s);
       pin_registers(ds);
 
-      mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, n_block, partial, payload, half * HALF, warp_row0,
-                                             tile_row, lane);
+      mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, masks.payload<MASK, TILE_M, TILE_N>(group, n_block, payload),
+                                             n_block, partial, half * HALF, warp_row0, tile_row, lane);
       probabilities(s, lse_row, scale_log2);
       wgmma_wait<0>();
       pin_registers(dp);

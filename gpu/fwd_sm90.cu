@@ -7,8 +7,9 @@
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
 //   rows), or, for plans with a node order, all by cp.async gathers of the warpgroup (wgmma.cuh's
-//   produce_kv_stages). Q's copy and the first K's are in flight together. A stage is refilled after its "empty"
-//   mbarrier says both consumers are done with it.
+//   produce_kv_stages). Q's copy and the first K's are in flight together. A partial entry's payload (its intervals
+//   or bit tile, wgmma.cuh's PayloadStages) travels with its K tile into a stage of its own, so the masks read shared
+//   memory. A stage is refilled after its "empty" mbarrier says both consumers are done with it.
 // - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64nTILE_Nk16, both operands in shared
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
@@ -22,7 +23,8 @@
 // the last one half used); the products stop at column D.
 //
 // Dynamic shared memory: SM90_SMEM_BYTES<D> = 1024 (alignment slack) + Q (128 x DS elements, DS = SW128_COLUMNS<D>)
-// + two stages each of K and V (TILE_N<D> x DS) + 128 (mbarriers). Template knobs: T (half_t | bf16_t), D (32, 64,
+// + two stages each of K and V (TILE_N<D> x DS) + two stages of partial-tile payloads (wgmma.cuh's PayloadStages:
+// 32 + 16 TILE_N<D> bytes each) + 128 (mbarriers). Template knobs: T (half_t | bf16_t), D (32, 64,
 // 96, 128, 192, 256), MASK; the #ifndef defaults configure the instantiation of a standalone nvcc
 // -DMASKATTN_INSTANTIATE build.
 #include "common.cuh"
@@ -76,8 +78,8 @@ static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes a
 
 // sm90_smem_bytes in backends/cuda/kernels.py
 template <int D>
-constexpr int SM90_SMEM_BYTES =
-    sm90::ALIGN + sm90::TILE_BYTES<sm90::TILE_M, D> + 4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 128;
+constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<sm90::TILE_M, D> +
+                                4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 2 * (32 + 16 * sm90::TILE_N<D>) + 128;
 
 template <typename T, int D, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS, 1)
@@ -99,7 +101,10 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const unsigned sQ = (smem_raw + ALIGN - 1) & ~(ALIGN - 1u);
   const unsigned sK = sQ + TILE_BYTES<TILE_M, D>;  // [2] stages
   const unsigned sV = sK + 2 * TILE;  // [2] stages
-  const unsigned bars = sV + 2 * TILE;  // SM90_SMEM_BYTES<D> in all
+  using Payload = PayloadStages<MASK, TILE_M, TILE_N>;
+  static_assert(Payload::STAGE_BYTES == 32 + 16 * TILE_N, "SM90_SMEM_BYTES counts the payload stages");
+  const unsigned sP = sV + 2 * TILE;  // [2] stages of payloads
+  const unsigned bars = sP + 2 * Payload::STAGE_BYTES;  // SM90_SMEM_BYTES<D> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
@@ -124,12 +129,15 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     }
   }
 
-  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1);
+  auto tile_masks = [&]() { return TileMasks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys}; };
+
+  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1, 256);
   __syncthreads();
 
   if (warpgroup == 0) {
     setmaxnreg_dec<PRODUCER_REGS<D>>();
     const int kv_head = h / heads_per_kv;
+    const Payload payload(tile_masks(), group, kind + e_begin, payload_idx + e_begin, sP);
     auto load_q_rows = [&]() {  // by the warpgroup's cp.async, rows through GQA packing and the node order
       const PackedRows q_rows{pack, q_sh, q_sn, perm};
       load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
@@ -140,7 +148,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
       load_q_rows();
       produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
                                    k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
-                                   col_idx + e_begin, n_entries, n_k, tid);
+                                   col_idx + e_begin, n_entries, n_k, tid, payload);
     } else {  // tiles of consecutive rows: the copy engine, one thread, and Q_FULL's one arrival
       if (pack == 1) {  // Q's rows are a head's tokens: its tile by the copy engine too, in flight beside K's
         if (tid == 0) {
@@ -155,7 +163,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
         if (tid == 0) mbarrier_arrive(barrier(Q_FULL));
       }
       if (tid == 0) {
-        produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries);
+        produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries,
+                                         payload);
       }
     }
     return;
@@ -208,19 +217,23 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   struct Entry {
     int n_block;
     bool partial;
-    int payload;
   };
   auto read_entry = [&](long long e) {
-    Entry entry{col_idx[e], false, 0};
-    if constexpr (MASK != MASK_NONE) entry.partial = kind[e] == KIND_PARTIAL;
-    if constexpr (MASK == MASK_BITS) entry.payload = entry.partial ? payload_idx[e] : 0;
-    return entry;
+    return Entry{col_idx[e], MASK != MASK_NONE && kind[e] == KIND_PARTIAL};
   };
-  // the masks of an entry, then the online softmax: s becomes probabilities, rescale the factor for acc_o
-  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys};
-  auto softmax_scores = [&](const Entry& entry, float (&rescale)[2]) {
-    mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, group, entry.n_block, entry.partial, entry.payload, 0,
-                                           warp_row0, tile_row, lane);
+  // the masks of the entry in K stage `stage` (its payload staged beside it), then the stage's release, then the
+  // online softmax: s becomes probabilities, rescale the factor for acc_o
+  const TileMasks masks = tile_masks();
+  const unsigned char* payload_stages = smem + (sP - smem_raw);
+  auto softmax_scores = [&](const Entry& entry, int stage, float (&rescale)[2]) {
+    mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, Payload::staged(payload_stages, stage), entry.n_block,
+                                           entry.partial, 0, warp_row0, tile_row, lane);
+    // K_EMPTY counts 256 arrivals: after a staged payload was read, one by each thread, so that each thread's reads
+    // precede its own arrival (compute-sanitizer's racecheck does not credit __syncwarp with ordering the lanes'
+    // reads before lane 0's: it reported the producer's next copy into the stage as a race); else warp_release's 32
+    // at once, as cheap as before (one arrival by each thread cost 2-6% on dense tiles, H200)
+    if (entry.partial) mbarrier_arrive(barrier(K_EMPTY + stage));
+    else warp_release(barrier(K_EMPTY + stage), lane, 32);
     softmax.update(s, scale_log2, rescale);
   };
   // the S accumulators of key columns [16 kk, 16 kk + 16) are the A fragment of P for k step kk
@@ -242,8 +255,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     pass_turn();
     wgmma_wait<0>();
     pin_registers(s);
-    release(K_EMPTY);
-    softmax_scores(entry, rescale);
+    softmax_scores(entry, 0, rescale);
     pack_probabilities();
 #pragma unroll 1
     for (int i = 1; i < n_entries; ++i) {
@@ -257,8 +269,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
       pass_turn();
       wgmma_wait<1>();
       pin_registers(s);
-      release(K_EMPTY + stage);
-      softmax_scores(entry, rescale);
+      softmax_scores(entry, stage, rescale);
       // At D = 256 a fence keeps the wait for P V below the softmax: without it ptxas hoists the wait to the top of
       // the softmax's basic block (to interleave the packing of P with the exponentials), and the softmax then runs
       // after P V instead of under it (read off the SASS). Measured on an H200 (scripts/kernel_ab.py, against the
@@ -318,8 +329,12 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
   named_barrier_sync(1 + consumer, 128);
   const PackedRows o_rows{pack, o_sh, o_sn, perm};
-  store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(row0 + r); }, sO, 64 * consumer,
-                              rows - row0, ctid);
+  // row0 again, from warp_row0 through an asm the compilers cannot see through: keeping row0 itself live across the
+  // key loop spilled it (8 bytes at D = 64 with interval masks)
+  int o_row0;
+  asm("sub.s32 %0, %1, %2;" : "=r"(o_row0) : "r"(warp_row0), "r"(tile_row));
+  store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(o_row0 + r); }, sO, 64 * consumer,
+                              rows - o_row0, ctid);
 }
 
 }  // namespace maskattn

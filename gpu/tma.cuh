@@ -80,26 +80,38 @@ __device__ __forceinline__ void tma_load_tile(unsigned s_tile, const TensorMap* 
 // produce_kv_stages (wgmma.cuh) for plans without a node order, by one thread of the producer warpgroup: key blocks
 // blocks[0 .. n_entries) of KV head h of batch b through the tensor maps of K and V, into the two stages; a stage is
 // refilled after its release, and its FULL barrier (one arrival: kv_stages_init(bars, 1)) completes when the bytes
-// have landed.
-template <int TILE_N, int D>
+// have landed, a partial entry's payload (PayloadStages) with its K tile.
+template <int TILE_N, int D, typename Payload = NoPayload>
 __device__ __forceinline__ void produce_kv_stages_tma(unsigned bars, unsigned sK, unsigned sV, const TensorMap* k_map,
                                                       const TensorMap* v_map, int h, int b,
-                                                      const int* __restrict__ blocks, int n_entries) {
+                                                      const int* __restrict__ blocks, int n_entries,
+                                                      const Payload& payload = Payload{}) {
   using namespace kv_stages;
   constexpr unsigned TILE = TILE_N * SW128_COLUMNS<D> * 2;
   int n_block = n_entries > 0 ? blocks[0] : 0;
+  typename Payload::Item item = n_entries > 0 ? payload.read(0) : typename Payload::Item{};
 #pragma unroll 1
   for (int i = 0; i < n_entries; ++i) {
     const int stage = i & 1;
     const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
-    const int next = i + 1 < n_entries ? blocks[i + 1] : 0;  // read ahead: its latency hides behind the waits
+    // read ahead: their latency hides behind the waits
+    const int next = i + 1 < n_entries ? blocks[i + 1] : 0;
+    const typename Payload::Item next_item = payload.read(i + 1 < n_entries ? i + 1 : i);
+    typename Payload::Copy copies[2];
+    const int n_copies = payload.copies(item, n_block, stage, copies);
+    unsigned bytes = TILE;
+    for (int c = 0; c < n_copies; ++c) bytes += copies[c].bytes;
     if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
-    mbarrier_arrive_expect_tx(bars + 8 * (K_FULL + stage), TILE);
+    mbarrier_arrive_expect_tx(bars + 8 * (K_FULL + stage), bytes);
     tma_load_tile<TILE_N, D>(sK + stage * TILE, k_map, n_block * TILE_N, h, b, bars + 8 * (K_FULL + stage));
+    for (int c = 0; c < n_copies; ++c) {
+      bulk_load(copies[c].dst, copies[c].src, copies[c].bytes, bars + 8 * (K_FULL + stage));
+    }
     if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
     mbarrier_arrive_expect_tx(bars + 8 * (V_FULL + stage), TILE);
     tma_load_tile<TILE_N, D>(sV + stage * TILE, v_map, n_block * TILE_N, h, b, bars + 8 * (V_FULL + stage));
     n_block = next;
+    item = next_item;
   }
 }
 

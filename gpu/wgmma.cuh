@@ -84,6 +84,11 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+// `count` arrivals at once (sm_90).
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
 // Blocks until the phase of parity `parity` of the barrier has completed.
 __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
   unsigned done;
@@ -186,34 +191,175 @@ __device__ __forceinline__ const int* producer_rows(int* table, int slot, const 
 // The key-block pipeline of the query-major kernels (fwd_sm90.cu, bwd_sm90.cu's dQ): a producer warpgroup copies
 // the query side once (announced on Q_FULL), then each listed key block's K and V tiles (TILE_N x D, two stages
 // each, consecutive in shared memory) and announces them on K_FULL and V_FULL of the stage; each of the 8
-// consumer warps releases a stage with one arrival on K_EMPTY or V_EMPTY once its products no longer read it.
+// consumer warps releases a stage with one arrival on K_EMPTY or V_EMPTY once its products no longer read it (in
+// fwd_sm90.cu each consumer thread arrives on K_EMPTY after its reads of a partial tile's staged payload).
 namespace kv_stages {
 enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BARRIERS = 9 };
 }  // namespace kv_stages
 
 // One thread, before the __syncthreads that publishes the barriers at shared address bars (8 bytes each).
 // full_arrivals: arrivals that fill a K or V stage, 128 producer threads (cp.async) or 1 (tma.cuh's copies);
-// q_arrivals likewise for the query side.
-__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128, unsigned q_arrivals = 128) {
+// q_arrivals likewise for the query side; k_empty_arrivals: the releases of a K stage, by lane 0 of each consumer
+// warp (warp_release) or, in fwd_sm90.cu, 256: one per consumer thread (warp_release's 32 at once where the
+// thread's loads did not read the stage's payload).
+__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128, unsigned q_arrivals = 128,
+                                               unsigned k_empty_arrivals = 8) {
   using namespace kv_stages;
   mbarrier_init(bars + 8 * Q_FULL, q_arrivals);
   for (int s = 0; s < 2; ++s) {
     mbarrier_init(bars + 8 * (K_FULL + s), full_arrivals);
     mbarrier_init(bars + 8 * (V_FULL + s), full_arrivals);
-    mbarrier_init(bars + 8 * (K_EMPTY + s), 8);  // lane 0 of each consumer warp
-    mbarrier_init(bars + 8 * (V_EMPTY + s), 8);
+    mbarrier_init(bars + 8 * (K_EMPTY + s), k_empty_arrivals);
+    mbarrier_init(bars + 8 * (V_EMPTY + s), 8);  // lane 0 of each consumer warp
   }
 }
+
+// A consumer warp's release of a stage: its lanes' reads are ordered before lane 0's arrival (`count` arrivals).
+__device__ __forceinline__ void warp_release(unsigned bar, int lane, unsigned count = 1) {
+  __syncwarp();
+  if (lane == 0) mbarrier_arrive(bar, count);
+}
+
+// Accumulators of columns [16 kk, 16 kk + 16) packed to 16 bits: the register A fragment of k step kk.
+template <typename T, int KS>
+__device__ __forceinline__ void pack_a_operand(unsigned (&a)[KS][4], const float (&x)[2 * KS][4]) {
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    a[kk][0] = Dtype<T>::pack(x[2 * kk][0], x[2 * kk][1]);
+    a[kk][1] = Dtype<T>::pack(x[2 * kk][2], x[2 * kk][3]);
+    a[kk][2] = Dtype<T>::pack(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    a[kk][3] = Dtype<T>::pack(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+  }
+}
+
+// What masks a partial tile: FlashMask's per-block (min, max) of the key block's LTS, LTE, UTS, UTE (8 ints) and
+// the (lower, upper) interval pairs of its columns from its first, or its bit tile (TILE_M x TILE_N bits); in global
+// memory (TileMasks::payload) or staged in shared memory (PayloadStages::staged).
+struct TilePayload {
+  const int* minmax = nullptr;
+  const int2* bounds = nullptr;
+  const unsigned* bits = nullptr;
+};
+
+// Where a plan's masks live, as the kernels receive them.
+struct TileMasks {
+  const unsigned* bit_pool;
+  const int* intervals;
+  const int* interval_minmax;
+  int n_k, n_nblocks;
+  int keys;  // key columns >= keys are masked: n_k, or a per-batch bound below it (the forward's key_lens)
+
+  // the payload of key block n_block of the plan's group `group` (bit tile `payload_idx` of the pool)
+  template <int MASK, int TILE_M, int TILE_N>
+  __device__ __forceinline__ TilePayload payload(int group, int n_block, int payload_idx) const {
+    TilePayload p;
+    if constexpr (MASK == MASK_INTERVALS) {
+      p.minmax = interval_minmax + ((long long)group * n_nblocks + n_block) * 8;
+      p.bounds = reinterpret_cast<const int2*>(intervals) + ((long long)group * n_k + (long long)n_block * TILE_N) * 2;
+    } else if constexpr (MASK == MASK_BITS) {
+      p.bits = bit_pool + (long long)payload_idx * (TILE_M * TILE_N / 32);
+    }
+    return p;
+  }
+};
+
+// The masks of listed tile n_block (its payload p) on a warp's query-major score fragment (mask.cuh's layout): rows
+// warp_row0 + lane / 4 (+ 8), tile_row + lane / 4 inside the tile; key columns n_block TILE_N + col_lo + 8 j +
+// 2 (lane % 4) (+ 1), col_lo a multiple of 32 (kernels that step through a key block in parts). Partial tiles
+// take their intervals or bit tile; columns past m.keys are masked.
+template <int MASK, int TILE_M, int TILE_N, int NB>
+__device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMasks& m, const TilePayload& p,
+                                                 int n_block, bool partial, int col_lo, int warp_row0, int tile_row,
+                                                 int lane) {
+  const int g_lane = lane / 4, t_lane = lane % 4;
+  const int tile_col0 = n_block * TILE_N, col = col_lo + 2 * t_lane;  // col: the thread's first column in the tile
+  if constexpr (MASK == MASK_INTERVALS) {
+    if (partial) {
+      const IntervalReach reach = interval_reach(p.minmax, warp_row0, 16);
+      if (reach.lower) mask_interval(s, p.bounds, col, m.n_k - tile_col0, warp_row0 + g_lane);
+      if (reach.upper) mask_interval(s, p.bounds + 1, col, m.n_k - tile_col0, warp_row0 + g_lane);
+    }
+  } else if constexpr (MASK == MASK_BITS) {
+    if (partial) mask_bits<NB, TILE_N>(s, p.bits, tile_row + g_lane, t_lane, col_lo);
+  }
+  if (tile_col0 + col_lo + 8 * NB > m.keys) mask_key_bound(s, tile_col0 + col, m.keys);
+}
+
+// Where the K stages' producers (produce_kv_stages, tma.cuh's produce_kv_stages_tma) put no payload: the dQ kernel.
+struct NoPayload {
+  struct Item {};
+  struct Copy {
+    const void* src;
+    unsigned dst, bytes;
+  };
+  __device__ __forceinline__ Item read(int) const { return {}; }
+  __device__ __forceinline__ int copies(const Item&, int, int, Copy (&)[2]) const { return 0; }
+};
+
+// The forward's partial-tile payloads, staged in shared memory beside the two K stages: a partial entry's copies
+// (its block's (min, max), 32 bytes, then its columns' intervals up to n_k, 16 bytes each; or its bit tile, 16
+// bytes per column too as TILE_M = 128) land with its K tile, on the stage's K_FULL. The consumers' masks then read
+// shared memory instead of waiting on global loads after the product (ncu, the sliding window at 16k: 13% of the
+// consumers' samples stalled there). A stage's payload is in use until the consumers release its K_EMPTY, which
+// they do after the mask. kind and payload_idx: the producer's entries' (the plan's arrays from the row's first).
+template <int MASK, int TILE_M, int TILE_N>
+struct PayloadStages {
+  static_assert(TILE_M * TILE_N / 8 == 16 * TILE_N, "a bit tile takes 16 bytes a column, as intervals do");
+  static constexpr unsigned DATA = 32;  // the intervals or bits begin after the (min, max)
+  static constexpr unsigned STAGE_BYTES = DATA + 16 * TILE_N;
+  using Copy = NoPayload::Copy;
+  struct Item {
+    bool partial;
+    int payload;
+  };
+  TilePayload first;  // the payload of key block 0 (and bit tile 0) of the row's group: the others lie at fixed steps
+  int n_k;
+  const unsigned char* kind;
+  const int* payload_idx;
+  unsigned s_stages;  // shared address of stage 0 (16-byte aligned)
+
+  __device__ __forceinline__ PayloadStages(const TileMasks& m, int group, const unsigned char* kind,
+                                           const int* payload_idx, unsigned s_stages)
+      : first(m.payload<MASK, TILE_M, TILE_N>(group, 0, 0)), n_k(m.n_k), kind(kind), payload_idx(payload_idx),
+        s_stages(s_stages) {}
+
+  __device__ __forceinline__ Item read(int i) const {
+    const bool partial = MASK != MASK_NONE && kind[i] == KIND_PARTIAL;
+    return {partial, MASK == MASK_BITS && partial ? payload_idx[i] : 0};
+  }
+  // the contiguous global -> shared copies of the entry (key block n_block) into stage `stage`: 0 to 2, 16-byte
+  // multiples at 16-byte aligned addresses
+  __device__ __forceinline__ int copies(const Item& item, int n_block, int stage, Copy (&c)[2]) const {
+    if (!item.partial) return 0;
+    const unsigned dst = s_stages + stage * STAGE_BYTES;
+    if constexpr (MASK == MASK_INTERVALS) {
+      c[0] = {first.minmax + 8 * n_block, dst, 32};
+      c[1] = {first.bounds + 2 * TILE_N * n_block, dst + DATA, 16u * (unsigned)min(TILE_N, n_k - n_block * TILE_N)};
+      return 2;
+    } else {
+      c[0] = {first.bits + (long long)item.payload * (TILE_M * TILE_N / 32), dst + DATA, 16 * TILE_N};
+      return 1;
+    }
+  }
+  // the consumers' view of a stage (stages: the generic address of stage 0)
+  __device__ __forceinline__ static TilePayload staged(const unsigned char* stages, int stage) {
+    const unsigned char* base = stages + stage * STAGE_BYTES;
+    return {reinterpret_cast<const int*>(base), reinterpret_cast<const int2*>(base + DATA),
+            reinterpret_cast<const unsigned*>(base + DATA)};
+  }
+};
 
 // The producer warpgroup (tid < 128), after committing the query side's cp.async group: key blocks
 // blocks[0 .. n_entries) of gK and gV (rows k_sn and v_sn elements apart, in the plan's order through perm, looked
 // up once per key block by producer_rows; keys >= n_k zero-filled). Each tile is
 // one cp.async group; once a group has landed (waited one group behind, so two are in flight) the copying threads
-// fence it for the async proxy and arrive on its barrier. A stage is refilled after its release.
-template <int TILE_N, int D, typename T>
+// fence it for the async proxy and arrive on its barrier. A stage is refilled after its release. A partial entry's
+// payload (PayloadStages) is copied in its K tile's group.
+template <int TILE_N, int D, typename T, typename Payload = NoPayload>
 __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
                                                   long long k_sn, long long v_sn, const int* perm, int* row_table,
-                                                  const int* __restrict__ blocks, int n_entries, int n_k, int tid) {
+                                                  const int* __restrict__ blocks, int n_entries, int n_k, int tid,
+                                                  const Payload& payload = Payload{}) {
   using namespace kv_stages;
   constexpr int TILE = TILE_N * SW128_COLUMNS<D> * 2;
   auto announce_previous = [&](int bar) {
@@ -231,6 +377,13 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
     if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
     const int* rows = producer_rows<TILE_N>(row_table, stage, perm, key0, n_k - key0, tid);
     load_rows_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK, TableRows{rows, key0, k_sn}, n_k - key0, tid);
+    typename Payload::Copy copies[2];
+    const int n_copies = payload.copies(payload.read(i), n_block, stage, copies);
+    for (int c = 0; c < n_copies; ++c) {
+      for (unsigned at = 16 * tid; at < copies[c].bytes; at += 16 * 128) {
+        cp_async_16(copies[c].dst + at, static_cast<const unsigned char*>(copies[c].src) + at, true);
+      }
+    }
     cp_async_commit();
     announce_previous(pending);
     if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
@@ -242,60 +395,6 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
   cp_async_wait<0>();
   fence_proxy_async();
   mbarrier_arrive(bars + 8 * pending);
-}
-
-// A consumer warp's release of a stage: its lanes' reads are ordered before lane 0's arrival.
-__device__ __forceinline__ void warp_release(unsigned bar, int lane) {
-  __syncwarp();
-  if (lane == 0) mbarrier_arrive(bar);
-}
-
-// Accumulators of columns [16 kk, 16 kk + 16) packed to 16 bits: the register A fragment of k step kk.
-template <typename T, int KS>
-__device__ __forceinline__ void pack_a_operand(unsigned (&a)[KS][4], const float (&x)[2 * KS][4]) {
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk) {
-    a[kk][0] = Dtype<T>::pack(x[2 * kk][0], x[2 * kk][1]);
-    a[kk][1] = Dtype<T>::pack(x[2 * kk][2], x[2 * kk][3]);
-    a[kk][2] = Dtype<T>::pack(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-    a[kk][3] = Dtype<T>::pack(x[2 * kk + 1][2], x[2 * kk + 1][3]);
-  }
-}
-
-// Where a plan's masks live, as the kernels receive them.
-struct TileMasks {
-  const unsigned* bit_pool;
-  const int* intervals;
-  const int* interval_minmax;
-  int n_k, n_nblocks;
-  int keys;  // key columns >= keys are masked: n_k, or a per-batch bound below it (the forward's key_lens)
-};
-
-// The masks of listed tile (group, n_block) on a warp's query-major score fragment (mask.cuh's layout): rows
-// warp_row0 + lane / 4 (+ 8), tile_row + lane / 4 inside the tile; key columns n_block TILE_N + col_lo + 8 j +
-// 2 (lane % 4) (+ 1), col_lo a multiple of 32 (kernels that step through a key block in parts). Partial tiles
-// take their intervals or bit tile (payload); columns past m.keys are masked.
-template <int MASK, int TILE_M, int TILE_N, int NB>
-__device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMasks& m, int group, int n_block,
-                                                 bool partial, int payload, int col_lo, int warp_row0, int tile_row,
-                                                 int lane) {
-  const int g_lane = lane / 4, t_lane = lane % 4;
-  const int col0 = n_block * TILE_N + col_lo + 2 * t_lane;
-  if constexpr (MASK == MASK_INTERVALS) {
-    if (partial) {
-      const IntervalReach reach =
-          interval_reach(m.interval_minmax + ((long long)group * m.n_nblocks + n_block) * 8, warp_row0, 16);
-      const int2* bounds = reinterpret_cast<const int2*>(m.intervals) + (long long)group * m.n_k * 2;
-      if (reach.lower) mask_interval(s, bounds, col0, m.n_k, warp_row0 + g_lane);
-      if (reach.upper) mask_interval(s, bounds + 1, col0, m.n_k, warp_row0 + g_lane);
-    }
-  } else if constexpr (MASK == MASK_BITS) {
-    if (partial) {
-      mask_bits<NB, TILE_N>(s, m.bit_pool + (long long)payload * (TILE_M * TILE_N / 32), tile_row + g_lane, t_lane,
-                            col_lo);
-    }
-  }
-  if (n_block * TILE_N + col_lo + 8 * NB > m.keys) mask_key_bound(s, col0, m.keys);
 }
 
 // A warp's m16n8 accumulator fragments (rows top and top + 8 of the tile, columns 8 (chunk0 + j) + 2 (lane % 4)

@@ -229,8 +229,10 @@ def sw128_columns(head_dim: int) -> int:
 
 
 def sm90_smem_bytes(head_dim: int) -> int:
-    """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q and two stages of K and V, the mbarriers."""
-    return 1024 + (128 + 4 * sm90_tile_n(head_dim)) * sw128_columns(head_dim) * 2 + 128
+    """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q, two stages of K and V and of the partial tiles'
+    payloads, the mbarriers."""
+    tile_n = sm90_tile_n(head_dim)
+    return 1024 + (128 + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * (32 + 16 * tile_n) + 128
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
