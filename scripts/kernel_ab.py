@@ -29,6 +29,8 @@ FORWARD = [
     ("full", 16384, 16, 96),
     ("full", 8192, 16, 192),
     ("full", 8192, 16, 256),
+    ("bigbird", 16384, 16, 128),
+    ("shared_question", 16384, 16, 128),
 ]
 BACKWARD = FORWARD[:2] + FORWARD[4:6]
 
