@@ -231,7 +231,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     // K_EMPTY counts 256 arrivals: after a staged payload was read, one by each thread, so that each thread's reads
     // precede its own arrival (compute-sanitizer's racecheck does not credit __syncwarp with ordering the lanes'
     // reads before lane 0's: it reported the producer's next copy into the stage as a race); else warp_release's 32
-    // at once, as cheap as before (one arrival by each thread cost 2-6% on dense tiles, H200)
+    // at once, as before (one arrival by each thread on every tile read 2-6% slower on dense tiles in two H200 A/B
+    // runs, docs/performance.md)
     if (entry.partial) mbarrier_arrive(barrier(K_EMPTY + stage));
     else warp_release(barrier(K_EMPTY + stage), lane, 32);
     softmax.update(s, scale_log2, rescale);
