@@ -1,32 +1,34 @@
 // Hopper (sm_90a) block-sparse flash-attention forward: fwd_kernel's plan traversal, masks and outputs, on wgmma.
 //
-// Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with 128 x TILE_N<D> tiles,
+// Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N<D> tiles,
 // split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
-// blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. Three warpgroups (384 threads):
+// blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. TILE_M is 128, or 192 at D <= 64 (forward-only
+// plans: the backward's kernels take 128 rows). One producer warpgroup and TILE_M / 64 consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
 //   rows), or, for plans with a node order, all by cp.async gathers of the warpgroup (wgmma.cuh's
 //   produce_kv_stages). Q's copy and the first K's are in flight together. A partial entry's payload (its intervals
 //   or bit tile, wgmma.cuh's PayloadStages) travels with its K tile into a stage of its own, so the masks read shared
-//   memory. A stage is refilled after its "empty" mbarrier says both consumers are done with it.
-// - warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T (wgmma m64nTILE_Nk16, both operands in shared
+//   memory. A stage is refilled after its "empty" mbarrier says every consumer is done with it.
+// - warpgroups 1 to TILE_M / 64 consume, 64 query rows each: S = Q K^T (wgmma m64nTILE_Nk16, both operands in shared
 //   memory), the masks and online softmax of fwd_kernel per warp (a warp's part of the wgmma accumulator is the
 //   m16n8 fragment repeated over the columns, so mask.cuh and softmax.cuh serve as they are), and O += P V with P
 //   in registers (the S accumulator packed to 16 bits is the register A operand) and V N-major in shared memory.
 //   The P V product of key block j - 1 is issued right after S of block j, to run under the softmax of j (at
-//   D = 256; at the other head dims ptxas hoists the wait for it above the softmax, see the key loop); and the two
-//   consumers take turns issuing (FlashAttention-3's ping-pong), so one's softmax runs under the other's products
-//   (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel was built).
+//   D = 256; at the other head dims ptxas hoists the wait for it above the softmax, see the key loop); and the
+//   consumers take turns issuing (FlashAttention-3's ping-pong, round robin with three), so one's softmax runs under
+//   the others' products (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel
+//   was built).
 //
 // Head dims 32 and 96 take the shared layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks,
 // the last one half used); the products stop at column D.
 //
-// Dynamic shared memory: SM90_SMEM_BYTES<D> = 1024 (alignment slack) + Q (128 x DS elements, DS = SW128_COLUMNS<D>)
-// + two stages each of K and V (TILE_N<D> x DS) + two stages of partial-tile payloads (wgmma.cuh's PayloadStages:
-// 32 + 16 TILE_N<D> bytes each) + 128 (mbarriers). Template knobs: T (half_t | bf16_t), D (32, 64,
-// 96, 128, 192, 256), MASK; the #ifndef defaults configure the instantiation of a standalone nvcc
-// -DMASKATTN_INSTANTIATE build.
+// Dynamic shared memory: SM90_SMEM_BYTES<D, TILE_M> = 1024 (alignment slack) + Q (TILE_M x DS elements,
+// DS = SW128_COLUMNS<D>) + two stages each of K and V (TILE_N<D> x DS) + two stages of partial-tile payloads
+// (wgmma.cuh's PayloadStages: 32 + max(16, TILE_M / 8) TILE_N<D> bytes each) + 128 (mbarriers). Template knobs: T
+// (half_t | bf16_t), D (32, 64, 96, 128, 192, 256), TILE_M, MASK, PERM; the #ifndef defaults configure the
+// instantiation of a standalone nvcc -DMASKATTN_INSTANTIATE build.
 #include "common.cuh"
 #include "mask.cuh"
 #include "softmax.cuh"
@@ -44,21 +46,29 @@
 #ifndef MASKATTN_PERM
 #define MASKATTN_PERM false
 #endif
+#ifndef MASKATTN_TILE_M
+#define MASKATTN_TILE_M 128
+#endif
 
 namespace maskattn {
 
 namespace sm90 {
 
-constexpr int TILE_M = 128;
-constexpr int THREADS = 384;
-// Register budgets per thread (producer + 2 x consumer = 504, the 3 x 168 of the launch bound, else setmaxnreg.inc
-// waits forever): the producer needs only addressing; a consumer holds the O and S accumulators (64 + 64 floats at
-// D = 128, 128 + 32 at D = 256), P (32 or 16) and the softmax state. At D = 256 the interval masks spilled 32 bytes
-// at 232; FlashAttention-3's 24 / 240 leaves none.
-template <int D>
-constexpr int PRODUCER_REGS = D <= 128 ? 40 : 24;
-template <int D>
-constexpr int CONSUMER_REGS = D <= 128 ? 232 : 240;
+// Query rows per tile: 128 (two consumer warpgroups) or, at D <= 64, 192 (three, as FlashAttention-3 and -4 at
+// those head dims); a warpgroup per 64 rows, plus the producer's.
+template <int TILE_M>
+constexpr int CONSUMERS = TILE_M / 64;
+template <int TILE_M>
+constexpr int THREADS = 128 * (CONSUMERS<TILE_M> + 1);
+// Register budgets per thread (producer + consumers = the launch bound's 65536 / THREADS per warpgroup, else
+// setmaxnreg.inc waits forever): the producer needs only addressing; a consumer holds the O and S accumulators
+// (64 + 64 floats at D = 128, 128 + 32 at D = 256, 32 + 64 at D = 64), P (32 or 16) and the softmax state. At
+// D = 256 the interval masks spilled 32 bytes at 232; FlashAttention-3's 24 / 240 leaves none. Three consumers take
+// FlashAttention-3's 32 / 160.
+template <int D, int TILE_M>
+constexpr int PRODUCER_REGS = TILE_M == 192 ? 32 : D <= 128 ? 40 : 24;
+template <int D, int TILE_M>
+constexpr int CONSUMER_REGS = TILE_M == 192 ? 160 : D <= 128 ? 232 : 240;
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
 // Key rows per block: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K and V of 128 rows would not
@@ -69,26 +79,34 @@ constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * SW128_COLUMNS<D> * 2;
 
-static_assert(PRODUCER_REGS<256> + 2 * CONSUMER_REGS<256> == 3 * 168 &&
-                  PRODUCER_REGS<128> + 2 * CONSUMER_REGS<128> == 3 * 168,
+static_assert(PRODUCER_REGS<256, 128> + 2 * CONSUMER_REGS<256, 128> == 3 * 168 &&
+                  PRODUCER_REGS<128, 128> + 2 * CONSUMER_REGS<128, 128> == 3 * 168 &&
+                  PRODUCER_REGS<64, 192> + 3 * CONSUMER_REGS<64, 192> == 4 * 128,
               "the budgets share the launch bound's registers");
+// Named barriers: the consumers' epilogues 1 to 3 (EPILOGUE_BARRIER + consumer), their turns 6 to 8, wgmma.cuh's
+// PRODUCER_BARRIER 5 between.
+constexpr int EPILOGUE_BARRIER = 1;
+constexpr int TURN_BARRIER = 6;
+static_assert(EPILOGUE_BARRIER + 3 <= PRODUCER_BARRIER && TURN_BARRIER > PRODUCER_BARRIER, "barriers apart");
 static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes after the tiles");
 
 }  // namespace sm90
 
 // sm90_smem_bytes in backends/cuda/kernels.py
-template <int D>
-constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<sm90::TILE_M, D> +
-                                4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> + 2 * (32 + 16 * sm90::TILE_N<D>) + 128;
+template <int D, int TILE_M>
+constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<TILE_M, D> + 4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> +
+                                2 * PayloadStages<MASK_NONE, TILE_M, sm90::TILE_N<D>>::STAGE_BYTES + 128;
 
-template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90::THREADS, 1)
+template <typename T, int D, int TILE_M, int MASK, bool PERM>
+__global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN, const __grid_constant__ TensorMap k_map,
                     const __grid_constant__ TensorMap v_map, const __grid_constant__ TensorMap q_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
+  static_assert(TILE_M == 128 || (TILE_M == 192 && D <= 64), "128 query rows, or 192 up to D = 64");
+  constexpr int CONSUMERS = sm90::CONSUMERS<TILE_M>;
   using Mma = Wgmma<T>;
   constexpr int TILE_N = sm90::TILE_N<D>;
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
@@ -102,9 +120,8 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   const unsigned sK = sQ + TILE_BYTES<TILE_M, D>;  // [2] stages
   const unsigned sV = sK + 2 * TILE;  // [2] stages
   using Payload = PayloadStages<MASK, TILE_M, TILE_N>;
-  static_assert(Payload::STAGE_BYTES == 32 + 16 * TILE_N, "SM90_SMEM_BYTES counts the payload stages");
   const unsigned sP = sV + 2 * TILE;  // [2] stages of payloads
-  const unsigned bars = sP + 2 * Payload::STAGE_BYTES;  // SM90_SMEM_BYTES<D> in all
+  const unsigned bars = sP + 2 * Payload::STAGE_BYTES;  // SM90_SMEM_BYTES<D, TILE_M> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
@@ -129,15 +146,15 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     }
   }
 
-  auto tile_masks = [&]() { return TileMasks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys}; };
+  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys};
 
-  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1, 256);
+  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1, 4 * CONSUMERS, 128 * CONSUMERS);
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<PRODUCER_REGS<D>>();
+    setmaxnreg_dec<PRODUCER_REGS<D, TILE_M>>();
     const int kv_head = h / heads_per_kv;
-    const Payload payload(tile_masks(), group, kind + e_begin, payload_idx + e_begin, sP);
+    const Payload payload{masks, group, kind + e_begin, payload_idx + e_begin, sP};
     auto load_q_rows = [&]() {  // by the warpgroup's cp.async, rows through GQA packing and the node order
       const PackedRows q_rows{pack, q_sh, q_sn, perm};
       load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, [&](int r) { return q_rows(row0 + r); },
@@ -170,7 +187,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
     return;
   }
 
-  setmaxnreg_inc<CONSUMER_REGS<D>>();
+  setmaxnreg_inc<CONSUMER_REGS<D, TILE_M>>();
   const int consumer = warpgroup - 1;  // rows [64 consumer, 64 consumer + 64) of the tile
   const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
@@ -223,16 +240,15 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   };
   // the masks of the entry in K stage `stage` (its payload staged beside it), then the stage's release, then the
   // online softmax: s becomes probabilities, rescale the factor for acc_o
-  const TileMasks masks = tile_masks();
   const unsigned char* payload_stages = smem + (sP - smem_raw);
   auto softmax_scores = [&](const Entry& entry, int stage, float (&rescale)[2]) {
     mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, Payload::staged(payload_stages, stage), entry.n_block,
                                            entry.partial, 0, warp_row0, tile_row, lane);
-    // K_EMPTY counts 256 arrivals: after a staged payload was read, one by each thread, so that each thread's reads
-    // precede its own arrival (compute-sanitizer's racecheck does not credit __syncwarp with ordering the lanes'
-    // reads before lane 0's: it reported the producer's next copy into the stage as a race); else warp_release's 32
-    // at once, as before (one arrival by each thread on every tile read 2-6% slower on dense tiles in two H200 A/B
-    // runs, docs/performance.md)
+    // K_EMPTY counts one arrival per consumer thread: after a staged payload was read, one by each thread, so that
+    // each thread's reads precede its own arrival (compute-sanitizer's racecheck does not credit __syncwarp with
+    // ordering the lanes' reads before lane 0's: it reported the producer's next copy into the stage as a race);
+    // else warp_release's 32 at once, as before (one arrival by each thread on every tile read 2-6% slower on dense
+    // tiles in two H200 A/B runs, docs/performance.md)
     if (entry.partial) mbarrier_arrive(barrier(K_EMPTY + stage));
     else warp_release(barrier(K_EMPTY + stage), lane, 32);
     softmax.update(s, scale_log2, rescale);
@@ -240,16 +256,17 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   // the S accumulators of key columns [16 kk, 16 kk + 16) are the A fragment of P for k step kk
   auto pack_probabilities = [&]() { pack_a_operand<T>(p, s); };
 
-  // The consumers take turns issuing their products (named barriers 3 and 4), so that one's softmax runs while the
-  // other's products occupy the tensor cores; consumer 0 goes first, and takes the last turn back at the end.
-  auto take_turn = [&]() { named_barrier_sync(3 + consumer, 256); };
-  auto pass_turn = [&]() { named_barrier_arrive(3 + (consumer ^ 1), 256); };
+  // The consumers take turns issuing their products, round robin (named barriers TURN_BARRIER + consumer), so that
+  // one's softmax runs while the others' products occupy the tensor cores; consumer 0 goes first, and takes the
+  // last consumer's last turn back at the end.
+  auto take_turn = [&]() { named_barrier_sync(TURN_BARRIER + consumer, 256); };
+  auto pass_turn = [&]() { named_barrier_arrive(TURN_BARRIER + (consumer + 1) % CONSUMERS, 256); };
 
   mbarrier_wait(barrier(Q_FULL), 0);
   if (n_entries > 0) {
     float rescale[2];
     Entry entry = read_entry(e_begin);
-    if (consumer == 1) pass_turn();
+    if (consumer == CONSUMERS - 1) pass_turn();
     mbarrier_wait(barrier(K_FULL), 0);
     take_turn();
     issue_scores(0);
@@ -328,7 +345,7 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
   if (num_splits > 1) return;
   unsigned char* sO = smem + (sQ - smem_raw);
   store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
-  named_barrier_sync(1 + consumer, 128);
+  named_barrier_sync(EPILOGUE_BARRIER + consumer, 128);
   const PackedRows o_rows{pack, o_sh, o_sn, perm};
   // row0 again, from warp_row0 through an asm the compilers cannot see through: keeping row0 itself live across the
   // key loop spilled it (8 bytes at D = 64 with interval masks)
@@ -343,5 +360,6 @@ __global__ void __launch_bounds__(sm90::THREADS, 1)
 #ifdef MASKATTN_INSTANTIATE
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_sm90_instance = reinterpret_cast<void*>(
-    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK, MASKATTN_PERM>);
+    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_TILE_M, maskattn::MASKATTN_MASK,
+                               MASKATTN_PERM>);
 #endif

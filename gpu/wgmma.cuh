@@ -199,18 +199,18 @@ enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BAR
 
 // One thread, before the __syncthreads that publishes the barriers at shared address bars (8 bytes each).
 // full_arrivals: arrivals that fill a K or V stage, 128 producer threads (cp.async) or 1 (tma.cuh's copies);
-// q_arrivals likewise for the query side; k_empty_arrivals: the releases of a K stage, by lane 0 of each consumer
-// warp (warp_release) or, in fwd_sm90.cu, 256: one per consumer thread (warp_release's 32 at once where the
-// thread's loads did not read the stage's payload).
+// q_arrivals likewise for the query side; consumer_warps: the releases of a V stage, by lane 0 of each consumer warp
+// (warp_release); k_empty_arrivals: those of a K stage, the same, or in fwd_sm90.cu one per consumer thread
+// (warp_release's 32 at once where the thread's loads did not read the stage's payload).
 __device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128, unsigned q_arrivals = 128,
-                                               unsigned k_empty_arrivals = 8) {
+                                               unsigned consumer_warps = 8, unsigned k_empty_arrivals = 8) {
   using namespace kv_stages;
   mbarrier_init(bars + 8 * Q_FULL, q_arrivals);
   for (int s = 0; s < 2; ++s) {
     mbarrier_init(bars + 8 * (K_FULL + s), full_arrivals);
     mbarrier_init(bars + 8 * (V_FULL + s), full_arrivals);
     mbarrier_init(bars + 8 * (K_EMPTY + s), k_empty_arrivals);
-    mbarrier_init(bars + 8 * (V_EMPTY + s), 8);  // lane 0 of each consumer warp
+    mbarrier_init(bars + 8 * (V_EMPTY + s), consumer_warps);
   }
 }
 
@@ -297,31 +297,26 @@ struct NoPayload {
 };
 
 // The forward's partial-tile payloads, staged in shared memory beside the two K stages: a partial entry's copies
-// (its block's (min, max), 32 bytes, then its columns' intervals up to n_k, 16 bytes each; or its bit tile, 16
-// bytes per column too as TILE_M = 128) land with its K tile, on the stage's K_FULL. The consumers' masks then read
+// (its block's (min, max), 32 bytes, then its columns' intervals up to n_k, 16 bytes each; or its bit tile,
+// TILE_M / 8 bytes per column) land with its K tile, on the stage's K_FULL. The consumers' masks then read
 // shared memory instead of waiting on global loads after the product (ncu, the sliding window at 16k: those masks
 // held 15% of the samples, 9% stalled on the loads). A stage's payload is in use until the consumers release its
-// K_EMPTY, which they do after the mask. kind and payload_idx: the producer's entries' (the plan's arrays from the row's first).
+// K_EMPTY, which they do after the mask. kind and payload_idx: the producer's entries' (the plan's arrays from the
+// row's first).
 template <int MASK, int TILE_M, int TILE_N>
 struct PayloadStages {
-  static_assert(TILE_M * TILE_N / 8 == 16 * TILE_N, "a bit tile takes 16 bytes a column, as intervals do");
   static constexpr unsigned DATA = 32;  // the intervals or bits begin after the (min, max)
-  static constexpr unsigned STAGE_BYTES = DATA + 16 * TILE_N;
+  static constexpr unsigned STAGE_BYTES = DATA + (TILE_M / 8 > 16 ? TILE_M / 8 : 16) * TILE_N;
   using Copy = NoPayload::Copy;
   struct Item {
     bool partial;
     int payload;
   };
-  TilePayload first;  // the payload of key block 0 (and bit tile 0) of the row's group: the others lie at fixed steps
-  int n_k;
+  TileMasks masks;
+  int group;
   const unsigned char* kind;
   const int* payload_idx;
   unsigned s_stages;  // shared address of stage 0 (16-byte aligned)
-
-  __device__ __forceinline__ PayloadStages(const TileMasks& m, int group, const unsigned char* kind,
-                                           const int* payload_idx, unsigned s_stages)
-      : first(m.payload<MASK, TILE_M, TILE_N>(group, 0, 0)), n_k(m.n_k), kind(kind), payload_idx(payload_idx),
-        s_stages(s_stages) {}
 
   __device__ __forceinline__ Item read(int i) const {
     const bool partial = MASK != MASK_NONE && kind[i] == KIND_PARTIAL;
@@ -332,12 +327,13 @@ struct PayloadStages {
   __device__ __forceinline__ int copies(const Item& item, int n_block, int stage, Copy (&c)[2]) const {
     if (!item.partial) return 0;
     const unsigned dst = s_stages + stage * STAGE_BYTES;
+    const TilePayload p = masks.payload<MASK, TILE_M, TILE_N>(group, n_block, item.payload);
     if constexpr (MASK == MASK_INTERVALS) {
-      c[0] = {first.minmax + 8 * n_block, dst, 32};
-      c[1] = {first.bounds + 2 * TILE_N * n_block, dst + DATA, 16u * (unsigned)min(TILE_N, n_k - n_block * TILE_N)};
+      c[0] = {p.minmax, dst, 32};
+      c[1] = {p.bounds, dst + DATA, 16u * (unsigned)min(TILE_N, masks.n_k - n_block * TILE_N)};
       return 2;
     } else {
-      c[0] = {first.bits + (long long)item.payload * (TILE_M * TILE_N / 32), dst + DATA, 16 * TILE_N};
+      c[0] = {p.bits, dst + DATA, TILE_M * TILE_N / 8};
       return 1;
     }
   }

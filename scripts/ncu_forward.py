@@ -1,15 +1,17 @@
 """One dense or masked forward for Nsight Compute, ours or FlashAttention-4's, or both timed side by side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
-        python3 scripts/ncu_forward.py {ours|fa4_128|fa4_default} D N H [WORKLOAD]
+        python3 scripts/ncu_forward.py {ours|ours_192|fa4_128|fa4_default} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
-    python3 scripts/ncu_forward.py time D N H [WORKLOAD]
+    python3 scripts/ncu_forward.py time D N H [WORKLOAD ...]
 
 The profiled range is one call after three warm-ups (``--profile-from-start off``), so only that call's kernels are
-measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``);
-``fa4_128`` / ``fa4_default``: FlashAttention-4's ``_flash_attn_fwd`` (no mask) at the 128 x 128 tile or at its own
-choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable (``../shared/peers/fa4-wheels.sh``). ``time``:
-triton's ``do_bench`` medians of the three, in one process. bf16, B = 1, H heads of D over N tokens.
+measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``)
+at the training tile, ``ours_192`` at the forward-only tile (``tile_for(..., training=False)``: 192 x 128 at D <= 64
+on Hopper); ``fa4_128`` / ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the
+128 x 128 tile or at its own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
+(``../shared/peers/fa4-wheels.sh``). ``time``: triton's ``do_bench`` medians of those that apply, in one process.
+bf16, B = 1, H heads of D over N tokens.
 """
 
 import inspect
@@ -18,7 +20,7 @@ import sys
 import numpy as np
 
 
-def ours(d, n, h, workload):
+def ours(d, n, h, workload, training=True):
     import cupy as cp
     import ml_dtypes
 
@@ -29,14 +31,14 @@ def ours(d, n, h, workload):
     from gpu_timing import inputs  # scripts/ is on the path of a script run from there
 
     bf16 = np.dtype(ml_dtypes.bfloat16)
-    plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16))
+    plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16, training=training))
     q, k, v = inputs(3, (1, h, n, d), bf16, np.random.default_rng(0))
     out, _ = cuda.forward(q, k, v, plan, d ** -0.5)
     cp.cuda.runtime.deviceSynchronize()
     return lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)
 
 
-def fa4(d, n, h, tile):
+def fa4(d, n, h, tile, causal):
     import torch
     from flash_attn.cute import interface
 
@@ -44,31 +46,37 @@ def fa4(d, n, h, tile):
     options = {}
     if tile is not None and "tile_mn" in inspect.signature(interface._flash_attn_fwd).parameters:
         options["tile_mn"] = tile
-    return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, **options)
+    return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, **options)
 
 
 def make(which, d, n, h, workload):
-    if which == "ours":
-        return ours(d, n, h, workload)
-    return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which])
+    if which.startswith("ours"):
+        return ours(d, n, h, workload, training=which == "ours")
+    if workload not in ("full", "causal"):
+        raise ValueError(f"FlashAttention-4 runs full and causal, not {workload}")
+    return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
 
 
 def main():
     which, d, n, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    workload = sys.argv[5] if len(sys.argv) > 5 else "full"
+    workloads = sys.argv[5:] or ["full"]
     if which == "time":
         import torch
         from triton.testing import do_bench
 
-        for name in ("ours", "fa4_128", "fa4_default"):
-            try:
-                fn = make(name, d, n, h, workload)
-                fn()
-                torch.cuda.synchronize()
-                print(f"{name:12s} D={d} n={n} H={h}: {do_bench(fn, warmup=50, rep=300):.3f} ms", flush=True)
-            except ImportError as error:
-                print(f"{name}: not importable ({error})", flush=True)
+        for workload in workloads:
+            names = ["ours", "ours_192"] if d <= 64 else ["ours"]
+            for name in names + (["fa4_128", "fa4_default"] if workload in ("full", "causal") else []):
+                try:
+                    fn = make(name, d, n, h, workload)
+                    fn()
+                    torch.cuda.synchronize()
+                    ms = do_bench(fn, warmup=50, rep=300)
+                    print(f"{name:12s} {workload} D={d} n={n} H={h}: {ms:.3f} ms", flush=True)
+                except ImportError as error:
+                    print(f"{name}: not importable ({error})", flush=True)
         return
+    workload = workloads[0]
     import cupy as cp
 
     fn = make(which, d, n, h, workload)

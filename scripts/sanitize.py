@@ -12,8 +12,9 @@ one-pass wgmma kernel, and the case marked mma.sync the mma.sync dK/dV kernel wi
 plans in an order of their own, of intervals and of bits (rows gathered through perm: the wgmma producers' row
 tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key
-bounds, cache_seqlens, also on the training tile); and the plans of dense masks built on the GPU
-(gpu/dense_plan.cu), strided and broadcast ones included.
+bounds, cache_seqlens, also on the training tile); forward-only plans at the 192-row tile (none, intervals, bits, perm,
+splits, key bounds); and the plans of dense masks built on the GPU (gpu/dense_plan.cu), strided and broadcast ones
+included.
 """
 
 import os
@@ -25,6 +26,7 @@ import numpy as np
 
 import maskattn
 from maskattn import masks
+from maskattn.backends import cuda
 
 rng = np.random.default_rng(0)
 n_q, n_k = 200, 333
@@ -68,6 +70,21 @@ for name, spec, dtype, D in cases:
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")
 os.environ.pop("MASKATTN_SM90", None)  # none set where the filter matched no case
+# forward-only plans at Hopper's 192-row tile (fwd_sm90.cu, three consumers): no mask, intervals, bits, both with a
+# node order; split-KV and per-sample key bounds
+bf16 = np.dtype(ml_dtypes.bfloat16)
+for spec, dtype, D in ((masks.full(n_q, n_k), np.float16, 64), (masks.causal(n_q, n_k), bf16, 64),
+                       (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 32), (dilated, bf16, 64),
+                       (graph, np.float16, 64)):
+    plan = maskattn.compile_mask(spec, tile=cuda.tile_for(D, dtype, training=False))
+    q = cp.asarray(rng.standard_normal((2, 4, spec.n_q, D)).astype(dtype))
+    k, v = (cp.asarray(rng.standard_normal((2, 2, spec.n_k, D)).astype(dtype)) for _ in range(2))
+    for splits in (None, 3):
+        maskattn.attention(q, k, v, plan, num_splits=splits)
+    if plan.perm is None:
+        maskattn.attention(q, k, v, plan, cache_seqlens=cp.asarray([spec.n_k - 50, 7], dtype=np.int32))
+    cp.cuda.Device().synchronize()
+    print(f"{plan.tile} tile, {plan.payload}{', perm' if plan.perm is not None else ''}: forward ran")
 q = cp.asarray(rng.standard_normal((2, 8, 3, 64)).astype(np.float16))
 k, v = (cp.asarray(rng.standard_normal((2, 2, n_k, 64)).astype(np.float16)) for _ in range(2))
 lens = cp.asarray([n_k - 200, 0], dtype=np.int32)  # cache_seqlens: keys past each bound are neither read nor seen

@@ -40,3 +40,25 @@ def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
     monkeypatch.setattr(kernels, "compute_capability", lambda device_id: "80")
     assert not kernels.uses_sm90(128, (128, 128), 0)
     assert not bwd.uses_sm90(128, (128, 128), 0)
+
+
+@pytest.mark.parametrize("head_dim", kernels.HEAD_DIMS)
+def test_forward_only_plans_take_the_192_row_tile_where_it_exists(head_dim, hopper):
+    tile = kernels.tile_for(head_dim, "bfloat16", device=None, training=False)
+    tall = head_dim in kernels.SM90_TILE_192_HEAD_DIMS
+    assert (tile == kernels.SM90_TILE_192) == tall
+    assert kernels.uses_sm90(head_dim, tile, 0)
+    assert not bwd.uses_sm90(head_dim, kernels.SM90_TILE_192, 0)
+    assert (kernels.SM90_TILE_192 in kernels.forward_only_tiles(head_dim, None)) == tall
+    decode = kernels.tile_for(head_dim, "bfloat16", device=None, rows=16)
+    assert kernels.tile_for(head_dim, "bfloat16", device=None, rows=16, training=False) == decode  # decode first
+    if tall:
+        assert kernels.sm90_smem_bytes(head_dim, 192) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+        assert kernels.sm90_threads(192) == 512
+
+
+def test_no_192_row_tile_without_the_wgmma_forward(monkeypatch):
+    monkeypatch.setattr(kernels, "compute_capability", lambda device_id: "80")
+    monkeypatch.setattr(kernels, "smem_optin", lambda device_id: 166912)  # an A100's
+    assert kernels.tile_for(64, "bfloat16", device=0, training=False) == kernels.tile_for(64, "bfloat16", device=0)
+    assert kernels.SM90_TILE_192 not in kernels.forward_only_tiles(64, 0)

@@ -49,6 +49,11 @@ _SM90_PADDED, _SM90_WIDE = ([  # head dims 32 and 96 (at the layouts of 64 and 1
     ({"MASKATTN_DTYPE": "bf16_t", "MASKATTN_HEAD_DIM": d, "MASKATTN_MASK": mask}, True)
     for d, mask in itertools.product(dims, ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ] for dims in ((32, 96), (192, 256)))
+_SM90_TILE_192 = [  # fwd_sm90.cu's forward-only 192-row tile (three consumer warpgroups at 160 registers)
+    ({"MASKATTN_DTYPE": dtype, "MASKATTN_HEAD_DIM": d, "MASKATTN_TILE_M": 192, "MASKATTN_MASK": mask}, True)
+    for dtype, d, mask in itertools.product(("half_t", "bf16_t"), (32, 64),
+                                            ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
+]
 
 
 def _with_perm(config):
@@ -58,8 +63,8 @@ def _with_perm(config):
             for mask in ("MASK_INTERVALS", "MASK_BITS")]
 
 
-_PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM = (
-    _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE))
+_PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM = (
+    _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192))
 # bwd_sm90.cu's one pass (MASKATTN_ONE_PASS); its perm plans' producer spills 28 bytes at D = 128 and 4 at D = 256
 # (the register budgets in bwd_sm90.cu say why), and the two passes' dK/dV kernel for them 4 bytes at D = 96, the
 # only spills allowed there
@@ -68,7 +73,8 @@ _SM90_ONE_PASS = [({**config, "MASKATTN_ONE_PASS": "true"}, no_spill)
 _SM90_ONE_PASS_PERM = [({**config, "MASKATTN_ONE_PASS": "true"}, False) for config, _ in _SM90_PERM + _SM90_WIDE_PERM]
 _BWD_SM90_PADDED_PERM = [(config, False) for config, _ in _SM90_PADDED_PERM]
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM,
-           "fwd_sm90.cu": _SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM,
+           "fwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
+                           + _SM90_TILE_192 + _SM90_TILE_192_PERM),
            "bwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _BWD_SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
                            + _SM90_ONE_PASS + _SM90_ONE_PASS_PERM)}
 

@@ -23,9 +23,10 @@ from maskattn.plan import PLAN_ARRAYS  # noqa: E402
 # ---------------------------------------------------------------------------------------------------- harness
 
 
-def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layout="bhnd", inputs=None):
+def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layout="bhnd", inputs=None,
+         training=True):
     dtype = _dtype(dtype_name)
-    plan = compile_mask(spec, tile=cuda.tile_for(head_dim, dtype))
+    plan = compile_mask(spec, tile=cuda.tile_for(head_dim, dtype, training=training))
     B_mask, _, n_q, n_k = spec.shape
     B = max(B, B_mask)
     if inputs is None:
@@ -60,6 +61,55 @@ def test_family_other_head_dims(family, head_dim, dtype_name, rng):
     plan = _run(FAMILIES[family](rng), rng, dtype_name, head_dim, B=1, Hk=4)
     if kernels.compute_capability(cp.cuda.Device().id) == "90" and kernels.sm90_enabled():
         assert kernels.uses_sm90(head_dim, plan.tile, cp.cuda.Device().id)
+
+
+def _hopper():
+    return kernels.compute_capability(cp.cuda.Device().id) == "90" and kernels.sm90_enabled()
+
+
+@pytest.mark.parametrize("head_dim, dtype_name", [(64, "bfloat16"), (32, "float16")])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_192_row_tile(family, head_dim, dtype_name, rng):
+    """Forward-only plans (tile_for(..., training=False)): on Hopper at D <= 64 fwd_sm90.cu's 192-row tile, three
+    consumer warpgroups; GQA, odd lengths, node orders and both payloads come with the families."""
+    plan = _run(FAMILIES[family](rng), rng, dtype_name, head_dim, training=False)
+    assert (plan.tile == kernels.SM90_TILE_192) == _hopper()
+
+
+@pytest.mark.parametrize("num_splits, pack, bounded, layout", [
+    (3, 1, False, "bnhd"), (1, 4, False, "bhnd"), (2, 1, True, "bhnd"), (1, 1, True, "bnhd"), (5, 2, True, "bhnd"),
+])
+def test_192_row_tile_splits_packing_and_cache_lengths(num_splits, pack, bounded, layout, rng):
+    """The 192-row tile's other launch paths: split-KV partials, GQA heads packed into a tile's rows (Q by the
+    producers' cp.async) and per-batch key counts, against the float64 reference of mask & (j < length)."""
+    B, H, Hk, D, dtype = 3, 8, 2, 64, _dtype("bfloat16")
+    spec = masks.sliding_window(N_Q, N_K, left=700, sinks=4)
+    plan = compile_mask(spec.repeat_rows(pack), tile=cuda.tile_for(D, dtype, training=False))
+    assert (plan.tile == kernels.SM90_TILE_192) == _hopper()
+    shapes = ((B, H, N_Q, D), (B, Hk, N_K, D), (B, Hk, N_K, D))
+    (q64, q), (k64, k), (v64, v) = (_make(rng, shape, dtype, layout) for shape in shapes)
+    dense = np.broadcast_to(spec.to_dense(), (B, 1, N_Q, N_K))
+    lens = None
+    if bounded:
+        lengths = np.array([N_K, 1, 1300])
+        lens = cp.asarray(lengths, dtype=np.int32)
+        dense = dense & (np.arange(N_K) < lengths[:, None, None, None])
+    out = _poisoned(q.shape, dtype, layout)
+    scale = D ** -0.5
+    _, lse = cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, pack=pack, key_lens=lens)
+    ref_out, ref_lse = _reference(q64, k64, v64, dense, scale)
+    _check(out, lse, ref_out, ref_lse, "bfloat16")
+
+
+def test_backward_refuses_the_192_row_tile(rng):
+    dtype = _dtype("bfloat16")
+    tile = cuda.tile_for(64, dtype, training=False)
+    if tile != kernels.SM90_TILE_192:
+        pytest.skip("the 192-row tile is Hopper's (fwd_sm90.cu)")
+    x = cp.zeros((1, 2, 256, 64), dtype=dtype)
+    lse = cp.zeros((1, 2, 256), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"tile \(192, 128\)"):
+        cuda.backward(x, x, x, x, x, lse, compile_mask(masks.causal(256), tile=tile), 0.125)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

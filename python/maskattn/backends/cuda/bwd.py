@@ -105,8 +105,8 @@ DQ_SM90_HEAD_DIMS = (32, 64, 96, 128)  # bwd_sm90.cu's dQ kernel (the determinis
 
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
     """Whether the backward runs the wgmma kernels of bwd_sm90.cu (the two passes where deterministic, else the one
-    pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu, every head dim of its tiles."""
-    return forward_uses_sm90(head_dim, tuple(tile), device_id)
+    pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu on the training tile, every head dim."""
+    return tuple(tile)[0] == 128 and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def _dq_sm90(head_dim: int, sm90: bool) -> bool:

@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, SM90_THREADS, combine_kernel, fwd_configs, fwd_kernel,
-                      import_cupy, multiprocessors, sm90_enabled, sm90_kernel, uses_sm90)
+from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, combine_kernel, fwd_configs, fwd_kernel, import_cupy,
+                      multiprocessors, sm90_enabled, sm90_kernel, sm90_threads, uses_sm90)
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
 from .tma import MAP_BYTES, TensorMap
@@ -136,7 +136,7 @@ class _ForwardLaunch:
         pack = int(pack)
         if pack < 1:
             raise ValueError(f"pack must be a positive integer; got {pack}")
-        ctype, tile, scale = check_launch(plan, scale, q, k, v, pack=pack, decode_tile=True, out=out)
+        ctype, tile, scale = check_launch(plan, scale, q, k, v, pack=pack, forward=True, out=out)
         B, H, n_q, head_dim = q.shape
         Hk, n_k = k.shape[1], k.shape[2]
         B_mask, H_mask = plan.shape[:2]
@@ -147,14 +147,14 @@ class _ForwardLaunch:
                              "keys in the caller's order")
         self.plan, self.device_id, self.device = plan, q.device.id, cupy.cuda.Device(q.device.id)
         with q.device:
-            config = fwd_configs(head_dim, self.device_id)[tile]
-            threads = config[2] * 32
             self.sm90 = uses_sm90(head_dim, tile, self.device_id)
             if self.sm90:
                 self.kernel, self.smem, _ = sm90_kernel(ctype, head_dim, MASK_MODES[plan.payload], self.device_id,
-                                                         plan.perm is not None)
-                threads = SM90_THREADS
+                                                         plan.perm is not None, tile[0])
+                threads = sm90_threads(tile[0])
             else:
+                config = fwd_configs(head_dim, self.device_id)[tile]
+                threads = config[2] * 32
                 self.kernel, self.smem = fwd_kernel(ctype, head_dim, config, MASK_MODES[plan.payload],
                                                      self.device_id, plan.perm is not None)
             ctas = plan.n_mblocks * B * (H // pack)

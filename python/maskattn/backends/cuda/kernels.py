@@ -49,7 +49,10 @@ DECODE_ROWS = max(config[0] for config in DECODE_CONFIGS)
 MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
 SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
 SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n(head_dim) tiles
-SM90_THREADS = 384  # sm90::THREADS: one producer and two consumer warpgroups
+# fwd_sm90.cu's forward-only tile up to D = 64: 192 query rows, three consumer warpgroups (FlashAttention-3 and -4
+# take it there); the backward's kernels take 128 rows, so plans for training keep the training tile
+SM90_TILE_192 = (192, 128)
+SM90_TILE_192_HEAD_DIMS = (32, 64)
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CUfunction_attribute in cuda.h
 MASK_MODES = {"none": "MASK_NONE", "intervals": "MASK_INTERVALS", "bits": "MASK_BITS"}
 
@@ -125,7 +128,8 @@ def fwd_configs(head_dim: int, device: int | None) -> dict:
     return configs
 
 
-def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None = None) -> tuple[int, int]:
+def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None = None,
+             training: bool = True) -> tuple[int, int]:
     """The (tile_m, tile_n) of the kernels for this head dim and dtype: compile plans with it.
 
     Parameters
@@ -140,6 +144,12 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
         Query rows per (batch, head) after GQA packing. At most ``DECODE_ROWS`` gives a forward-only decode tile:
         (16, 128) up to 16 rows, (64, 64) up to 64; otherwise (the default) the training tile, which the backward
         needs.
+    training : bool, default True
+        False: a plan for the forward only (inference), whose tile may be taller where the device's forward has a
+        faster one: on Hopper at head dims 32 and 64, ``SM90_TILE_192`` (192 x 128: a third more query rows
+        per CTA share each K and V tile). The backward refuses such plans. On masks whose structure is aligned to
+        128 rows (documents of 1024 tokens, 64-token BigBird blocks) the 192-row tile computes more masked pairs:
+        time both where it matters.
     """
     head_dim = check_head_dim(head_dim)
     kernel_type(dtype)
@@ -148,7 +158,16 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
         for config in decode_configs(head_dim, device):
             if rows <= config[0]:
                 return config[:2]
+    if not training and uses_sm90(head_dim, SM90_TILE_192, device):
+        return SM90_TILE_192
     return fwd_config(head_dim, device)[:2]
+
+
+def forward_only_tiles(head_dim: int, device: int | None) -> tuple:
+    """The tiles of plans the forward takes besides the training tile (the backward does not): the few-rows ones
+    and, on Hopper, the 192-row one."""
+    tall = (SM90_TILE_192,) if uses_sm90(head_dim, SM90_TILE_192, device) else ()
+    return tuple(c[:2] for c in decode_configs(head_dim, device)) + tall
 
 
 
@@ -179,8 +198,9 @@ def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: boo
             f"maskattn::{mask_mode}, {str(perm).lower()}>")
 
 
-def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False) -> str:
-    return f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, maskattn::{mask_mode}, {str(perm).lower()}>"
+def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False, tile_m: int = 128) -> str:
+    return (f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, maskattn::{mask_mode}, "
+            f"{str(perm).lower()}>")
 
 
 def combine_kernel_name(ctype: str, head_dim: int) -> str:
@@ -207,10 +227,17 @@ def sm90_tile_n(head_dim: int) -> int:
     return 128 if head_dim <= 128 else 64
 
 
-def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
-    """Whether the forward of this configuration runs the wgmma kernel (fwd_sm90.cu)."""
-    return (head_dim in SM90_HEAD_DIMS and tuple(tile) == (128, sm90_tile_n(head_dim))
-            and compute_capability(device_id) == "90" and sm90_enabled())
+def uses_sm90(head_dim: int, tile, device_id: int | None) -> bool:
+    """Whether the forward of this configuration runs the wgmma kernel (fwd_sm90.cu); device None: an sm_90 one."""
+    tile = tuple(tile)
+    return ((head_dim in SM90_HEAD_DIMS and tile == (128, sm90_tile_n(head_dim))
+             or head_dim in SM90_TILE_192_HEAD_DIMS and tile == SM90_TILE_192)
+            and (device_id is None or compute_capability(device_id) == "90") and sm90_enabled())
+
+
+def sm90_threads(tile_m: int) -> int:
+    """sm90::THREADS<TILE_M> of fwd_sm90.cu: a producer warpgroup and one consumer per 64 query rows."""
+    return 128 * (tile_m // 64 + 1)
 
 
 def sm90_enabled() -> bool:
@@ -228,11 +255,12 @@ def sw128_columns(head_dim: int) -> int:
     return -(-head_dim // 64) * 64
 
 
-def sm90_smem_bytes(head_dim: int) -> int:
-    """SM90_SMEM_BYTES<D> of fwd_sm90.cu: alignment slack, Q, two stages of K and V and of the partial tiles'
-    payloads, the mbarriers."""
+def sm90_smem_bytes(head_dim: int, tile_m: int = 128) -> int:
+    """SM90_SMEM_BYTES<D, TILE_M> of fwd_sm90.cu: alignment slack, Q, two stages of K and V and of the partial
+    tiles' payloads (wgmma.cuh's PayloadStages), the mbarriers."""
     tile_n = sm90_tile_n(head_dim)
-    return 1024 + (128 + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * (32 + 16 * tile_n) + 128
+    payload = 32 + max(16, tile_m // 8) * tile_n
+    return 1024 + (tile_m + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * payload + 128
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
@@ -240,10 +268,10 @@ def sm90_smem_bytes(head_dim: int) -> int:
 ROW_TABLE_BYTES = 1024
 
 
-def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False):
+def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False, tile_m: int = 128):
     """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``perm``: for a plan with a node order."""
-    smem = sm90_smem_bytes(head_dim) + (ROW_TABLE_BYTES if perm else 0)
-    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm), smem,
+    smem = sm90_smem_bytes(head_dim, tile_m) + (ROW_TABLE_BYTES if perm else 0)
+    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm, tile_m), smem,
                                    device_id)
     return kernel, smem, module
 

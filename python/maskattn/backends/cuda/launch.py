@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import check_head_dim, decode_configs, import_cupy, kernel_type, tile_for
+from .kernels import check_head_dim, forward_only_tiles, import_cupy, kernel_type, tile_for
 
 
 def element_strides(x, name: str) -> tuple[int, int, int]:
@@ -27,13 +27,13 @@ def element_strides(x, name: str) -> tuple[int, int, int]:
     return tuple(s // item for s in x.strides[:3])
 
 
-def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, decode_tile: bool = False, **more):
+def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, forward: bool = False, **more):
     """The checks every attention launch shares; returns (kernel dtype, tile, scale as float).
 
     q (B, H, n_q, D), k and v (B, Hk, n_k, D) and the named extra arrays (None skipped; their shapes are the
     caller's to check) must be 4-d CuPy arrays of q's dtype on q's device; H % Hk == 0; the plan must fit the
-    shapes (its rows n_q * pack: GQA packing) and carry the kernel's tile (``decode_tile``: the forward's decode
-    tile is accepted too); the grid dimensions must fit.
+    shapes (its rows n_q * pack: GQA packing) and carry the kernel's tile (``forward``: the forward-only tiles,
+    kernels.forward_only_tiles, are accepted too); the grid dimensions must fit.
     """
     cupy = import_cupy()
     arrays = {"q": q, "k": k, "v": v, **{name: x for name, x in more.items() if x is not None}}
@@ -69,9 +69,9 @@ def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, decod
         raise ValueError(f"the grid allows 65535 query blocks, key blocks and B * H; got {plan.n_mblocks}, "
                          f"{plan.n_nblocks} and {B * H}")
     tile = tile_for(head_dim, q.dtype, device=q.device.id)
-    decode_tiles = [c[:2] for c in decode_configs(head_dim, q.device.id)] if decode_tile else []
-    if plan.tile != tile and plan.tile not in decode_tiles:
-        also = f" (or {', '.join(map(str, decode_tiles))}, forward only)" if decode_tile else ""
+    forward_tiles = forward_only_tiles(head_dim, q.device.id) if forward else ()
+    if plan.tile != tile and plan.tile not in forward_tiles:
+        also = f" (or {', '.join(map(str, forward_tiles))}, forward only)" if forward else ""
         raise ValueError(f"the plan was compiled for tile {plan.tile}; the kernels for head_dim {head_dim} and "
                          f"{q.dtype} use {tile}{also}: compile_mask(spec, tile=tile_for(head_dim, dtype))")
     return ctype, plan.tile, scale
