@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
+from maskattn import compile_mask
 from maskattn.backends.cuda import bwd, kernels
+from maskattn.bench import workloads
 
 
 @pytest.fixture
@@ -62,3 +64,13 @@ def test_no_192_row_tile_without_the_wgmma_forward(monkeypatch):
     monkeypatch.setattr(kernels, "smem_optin", lambda device_id: 166912)  # an A100's
     assert kernels.tile_for(64, "bfloat16", device=0, training=False) == kernels.tile_for(64, "bfloat16", device=0)
     assert kernels.SM90_TILE_192 not in kernels.forward_only_tiles(64, 0)
+
+
+@pytest.mark.parametrize("name, taller", [("full", True), ("causal", True), ("doc_causal", True),
+                                          ("shared_question", True), ("lf_global", False), ("bigbird", False)])
+def test_the_forward_takes_the_192_row_tile_where_the_mask_lists_little_more_work(name, taller):
+    """kernels.taller_forward_plan on WORKLOADS.md's masks at 16k: the 192-row forward was faster on the first four
+    and slower on the last two (H200, D = 64, docs/performance.md)."""
+    spec = workloads.build(name, 16384)
+    plans = [compile_mask(spec, tile=tile) for tile in ((128, 128), kernels.SM90_TILE_192)]
+    assert kernels.taller_forward_plan(*plans) == taller

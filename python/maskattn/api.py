@@ -38,6 +38,9 @@ class _Backend:
             self.forward_launch, self.backward_launch = cuda.forward_launch, cuda.backward_launch
             device_id = int(device.split(":")[1])
             self.tile_for = lambda head_dim, dtype, rows=None: cuda.tile_for(head_dim, dtype, device_id, rows)
+            self.forward_tile = lambda head_dim, dtype, rows: cuda.tile_for(head_dim, dtype, device_id, rows,
+                                                                            training=False)
+            self.taller_forward_plan = cuda.kernels.taller_forward_plan
             self.decode_rows = cuda.DECODE_ROWS
             self.xp = cupy_or_none()
             self.dtypes = ("float16", "bfloat16")
@@ -50,6 +53,7 @@ class _Backend:
             self.forward = lambda *args, **kwargs: cpu.chosen().forward(*args, **kwargs)
             self.backward = lambda *args, deterministic, **kwargs: cpu.chosen().backward(*args, **kwargs)
             self.tile_for = lambda head_dim, dtype, rows=None: cpu.TILE  # any tile works; this one runs fastest
+            self.forward_tile = self.tile_for
             self.decode_rows = 0  # no GQA packing: pack is always 1 here
             self.xp = np
             self.dtypes = ("float32", "float64")
@@ -175,6 +179,19 @@ def _resolve_plan(mask, B, H, n_q, n_k, tile) -> BlockMask:
     return plan
 
 
+def _forward_plan(backend, mask, B, H, n_q, n_k, D, dtype) -> BlockMask:
+    """The forward's plan. For a spec (or None), compiled for the training or decode tile, or for the backend's
+    forward-only tile (Hopper's 192 rows at D <= 64) where the mask lists little more work there
+    (kernels.taller_forward_plan; both plans are cached on the spec, and the backward compiles the training one). A
+    plan is taken as given, and so is a dense GPU mask's (planned on the device, its work is not read back)."""
+    plan = _resolve_plan(mask, B, H, n_q, n_k, backend.tile_for(D, dtype, rows=n_q))
+    tall = backend.forward_tile(D, dtype, rows=n_q)
+    if tall == plan.tile or isinstance(mask, BlockMask) or not plan.on_host:
+        return plan
+    tall_plan = _resolve_plan(mask, B, H, n_q, n_k, tall)
+    return tall_plan if backend.taller_forward_plan(plan, tall_plan) else plan
+
+
 def mask_type_error(mask) -> TypeError:
     """The error for a mask argument that is not None, a spec or a plan; arrays get the builder that takes them."""
     hint = ""
@@ -224,7 +241,9 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         (float16 / bfloat16: the CUDA kernels; torch in, torch out, no copies). All on one device, one dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
-        full attention. Queries and keys align bottom-right when n_q != n_k.
+        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 64 a spec's forward
+        takes the 192-row tile (``tile_for(..., training=False)``) where its plan there lists at most 10% more
+        work than the training tile's; a BlockMask runs at its own tile.
     scale : float, optional
         Default ``1 / sqrt(D)``.
     return_lse : bool
@@ -285,7 +304,7 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         mask = _no_mask(n_q, n_k) if mask is None else mask
         _check_mask_shape(mask.shape, B, H, n_q, n_k)
         mask = mask.repeat_rows(pack)
-    plan = _resolve_plan(mask, B, H, n_q * pack, n_k, backend.tile_for(D, dtype, rows=n_q * pack))
+    plan = _forward_plan(backend, mask, B, H, n_q * pack, n_k, D, dtype)
     if lens is not None and plan.perm is not None:
         raise ValueError("cache_seqlens needs a mask without a node order (this plan has a perm: a graph or a dilated "
                          "Longformer); build the per-sample mask instead")

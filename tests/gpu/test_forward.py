@@ -101,6 +101,24 @@ def test_192_row_tile_splits_packing_and_cache_lengths(num_splits, pack, bounded
     _check(out, lse, ref_out, ref_lse, "bfloat16")
 
 
+@pytest.mark.parametrize("spec, tall", [(masks.causal(N_Q, N_K), True), (masks.bigbird(N_Q, 64, seed=1), False)])
+def test_api_forward_of_a_spec_takes_the_192_row_tile_where_it_pays(spec, tall, rng):
+    """maskattn.attention over a spec at D = 64 compiles the 192-row plan too, and runs it where it lists at most
+    10% more work (causal: 1.0x; BigBird's 64-token blocks: 1.3x)."""
+    import maskattn
+
+    B, H, Hk, D, dtype = 2, 4, 2, 64, _dtype("bfloat16")
+    (q64, q), (k64, k), (v64, v) = (_make(rng, (B, h, n, D), dtype, "bhnd")
+                                    for h, n in ((H, spec.n_q), (Hk, spec.n_k), (Hk, spec.n_k)))
+    out, lse = maskattn.attention(q, k, v, spec, return_lse=True)
+    ref_out, ref_lse = _reference(q64, k64, v64, spec.to_dense(), D ** -0.5)
+    _check(out, lse, ref_out, ref_lse, "bfloat16")
+    plans = spec._plans
+    assert (kernels.SM90_TILE_192 in plans) == _hopper()
+    if _hopper():
+        assert kernels.taller_forward_plan(plans[(128, 128)], plans[kernels.SM90_TILE_192]) == tall
+
+
 def test_backward_refuses_the_192_row_tile(rng):
     dtype = _dtype("bfloat16")
     tile = cuda.tile_for(64, dtype, training=False)

@@ -53,6 +53,12 @@ SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n
 # take it there); the backward's kernels take 128 rows, so plans for training keep the training tile
 SM90_TILE_192 = (192, 128)
 SM90_TILE_192_HEAD_DIMS = (32, 64)
+# How much more work (query rows x key columns of the listed tiles) a plan at SM90_TILE_192 may carry than the
+# training tile's for the forward over it to be taken: the 192-row tile ran 0.88-0.93x the 128-row one's time
+# where it lists 1.01-1.03x the work (full, causal, documents), 0.92-0.98 at 1.11-1.12x (sliding windows, an RCM
+# graph), but 1.13x at 1.14x (Longformer with global tokens) and 1.34x at 1.31x (BigBird's 64-token blocks)
+# (H200, D = 64, 16k, docs/performance.md)
+SM90_TILE_192_MAX_WORK = 1.10
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CUfunction_attribute in cuda.h
 MASK_MODES = {"none": "MASK_NONE", "intervals": "MASK_INTERVALS", "bits": "MASK_BITS"}
 
@@ -161,6 +167,13 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     if not training and uses_sm90(head_dim, SM90_TILE_192, device):
         return SM90_TILE_192
     return fwd_config(head_dim, device)[:2]
+
+
+def taller_forward_plan(plan, tall_plan) -> bool:
+    """Whether the forward over ``tall_plan`` (SM90_TILE_192) is expected to beat the one over ``plan`` (the
+    training tile's, same mask): where it lists at most SM90_TILE_192_MAX_WORK times the work."""
+    work = plan.nnz * plan.tile[0] * plan.tile[1]
+    return tall_plan.nnz * tall_plan.tile[0] * tall_plan.tile[1] <= SM90_TILE_192_MAX_WORK * work
 
 
 def forward_only_tiles(head_dim: int, device: int | None) -> tuple:
