@@ -162,6 +162,26 @@ __device__ __forceinline__ long long bounded_row_len(const int* __restrict__ col
   return last - first == row_len - 1 ? max(0LL, min(row_len, below)) : row_len;
 }
 
+// A forward CTA's query block rank (in the plan's m_order, heaviest rows first) and head group (b * H / pack +
+// h / pack) on the grid (ranks, head groups, splits). CTAs launch in blockIdx order, x fastest, and the linear index
+// is read rank-major, so that every head group's heaviest query block comes before any head group's second: longest
+// first across heads, as FlashAttention-3's LPT tile scheduler (hopper/tile_scheduler.hpp) orders its tiles. Read
+// head-major (blockIdx.x the rank), the last heads' heaviest rows started late and ran on after the rest: BigBird's
+// global rows at 16k took 25% of the kernel's time that way (H200, docs/performance.md). FlashAttention-3 reads the
+// order in sections of heads whose K and V fit in L2; that measured no better on dense tiles here and lost most of
+// the gain. The index is read through volatile asm: a kernel that calls this again after its key loop recomputes it
+// there instead of keeping it live across the loop, which spilled it at 160 registers.
+struct ForwardCta {
+  int rank, head_group;
+};
+__device__ __forceinline__ ForwardCta forward_cta() {
+  unsigned x, y;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+  const unsigned linear = x + gridDim.x * y;  // gridDim.x and .y are below 65536
+  return {(int)(linear / gridDim.y), (int)(linear % gridDim.y)};
+}
+
 }  // namespace maskattn
 
 // The forward kernels' parameter list, shared by fwd_kernel (fwd.cu) and fwd_sm90_kernel (fwd_sm90.cu), which

@@ -1,14 +1,14 @@
 // Block-sparse flash-attention forward: O and LSE over the key blocks a BlockMask lists for each query block.
 //
-// One CTA per (query block, head, batch[, split]); blockIdx.x is the query block's rank in the plan's m_order
-// (heaviest rows first), blockIdx.y = b * H / pack + h / pack: the CTAs resident at once share a few heads, whose K
-// and V stay in L2.
+// One CTA per (query block, head, batch[, split]) on the grid (query blocks, B * H / pack, splits); common.cuh's
+// forward_cta gives its query block's rank in the plan's m_order (heaviest rows first) and its head group
+// b * H / pack + h / pack: longest first across heads.
 //
 // GQA packing (decode): with pack > 1 a CTA serves `pack` query heads of one KV head, and its rows are (token, head)
-// pairs, token-major: row p is token p / pack of head (blockIdx.y % (H / pack)) * pack + p % pack. The plan is then
+// pairs, token-major: row p is token p / pack of head (head group % (H / pack)) * pack + p % pack. The plan is then
 // compiled over the packed rows (each mask row repeated pack times), so masking needs no change.
 // Split-KV: with num_splits > 1, blockIdx.z = s takes the s-th of num_splits even slices of the query block's key
-// block list and writes its normalised O and LSE in float32 to o_part / lse_part ([split][blockIdx.y][row]); a
+// block list and writes its normalised O and LSE in float32 to o_part / lse_part ([split][head group][row]); a
 // split with no key blocks writes 0 and -inf. combine_kernel below merges the splits exactly.
 // Each warp owns 16 * MT query rows (MT = TILE_M / (16 * WARPS) m16 tiles, which share every K and V fragment
 // read from shared memory). Where the tile has fewer 16-row tiles than warps (decode: TILE_M = 16), KEY_WARPS
@@ -93,12 +93,13 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const int warp_m = warp / KEY_WARPS, warp_key0 = warp % KEY_WARPS * WARP_KEYS;  // row tile; first key in a block
   const int g_lane = lane / 4, t_lane = lane % 4;  // mma fragment row and column pair
   const int head_groups = heads / pack;
-  const int b = blockIdx.y / head_groups, h = blockIdx.y % head_groups * pack;  // h: the CTA's first query head
+  const ForwardCta cta_of = forward_cta();
+  const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
   const int group = b * group_sb + h * group_sh;
   // one query block (decode): its order is known, and the key loads wait on one dependent read fewer
-  const int m_block = n_mblocks == 1 ? 0 : m_order[(long long)group * n_mblocks + blockIdx.x];
+  const int m_block = n_mblocks == 1 ? 0 : m_order[(long long)group * n_mblocks + cta_of.rank];
   const int row0 = m_block * TILE_M;
   const int warp_row0 = row0 + warp_m * WARP_ROWS;
   const bool warp_active = warp_row0 < rows;  // warps wholly past the rows only help load and synchronise
@@ -276,7 +277,8 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   // warp's rows through its own slice of sQ and stores 16-byte vectors.
   cp_async_wait<0>();
   __syncthreads();
-  const long long cta = (long long)blockIdx.z * gridDim.y + blockIdx.y;  // partials: [split][blockIdx.y][row]
+  // partials: [split][head group][row]
+  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta().head_group;
   T* gO = o + b * o_sb + h * o_sh;
   const PackedRows o_rows{pack, o_sh, o_sn, perm}, lse_rows{pack, n_q, 1, perm};
   float* g_lse = lse + ((long long)b * heads + h) * n_q;

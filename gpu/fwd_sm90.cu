@@ -1,9 +1,9 @@
 // Hopper (sm_90a) block-sparse flash-attention forward: fwd_kernel's plan traversal, masks and outputs, on wgmma.
 //
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N<D> tiles,
-// split-KV partials and GQA row packing included: blockIdx.x is the query block's rank in m_order,
-// blockIdx.y = b * H / pack + h / pack, blockIdx.z the split. TILE_M is 128, or 192 at D <= 64 (forward-only
-// plans: the backward's kernels take 128 rows). One producer warpgroup and TILE_M / 64 consumers:
+// split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
+// b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
+// is 128, or 192 at D <= 64 (forward-only plans: the backward's kernels take 128 rows). One producer warpgroup and TILE_M / 64 consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
@@ -126,10 +126,11 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
   const int head_groups = heads / pack;
-  const int b = blockIdx.y / head_groups, h = blockIdx.y % head_groups * pack;  // h: the CTA's first query head
+  const ForwardCta cta_of = forward_cta();
+  const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int group = b * group_sb + h * group_sh;
-  const int m_block = m_order[(long long)group * n_mblocks + blockIdx.x];
+  const int m_block = m_order[(long long)group * n_mblocks + cta_of.rank];
   const int row0 = m_block * TILE_M;
   const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
   const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
@@ -320,12 +321,12 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     release(V_EMPTY + last);
   }
 
-  // Epilogue: normalise; splits store float32 partials ([split][blockIdx.y][row]) straight from registers; the whole
+  // Epilogue: normalise; splits store float32 partials ([split][head group][row]) straight from registers; the whole
   // row list stages this warpgroup's rows through its own rows of sQ (swizzled as Q: conflict-free for the fragment
   // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
   float inv_sum[2], row_lse[2];
   softmax.finish(scale_log2, inv_sum, row_lse);
-  const long long cta = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta().head_group;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = warp_row0 + g_lane + 8 * half;
