@@ -3,7 +3,8 @@
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N<D> tiles,
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
-// is 128, or 192 at D <= 64 (forward-only plans: the backward's kernels take 128 rows). One producer warpgroup and TILE_M / 64 consumers:
+// is 128, or 192 at D <= 64 (forward-only plans: the backward's kernels take 128 rows). One producer warpgroup and
+// TILE_M / 64 consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its

@@ -153,9 +153,9 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     training : bool, default True
         False: a plan for the forward only (inference), whose tile may be taller where the device's forward has a
         faster one: on Hopper at head dims 32 and 64, ``SM90_TILE_192`` (192 x 128: a third more query rows
-        per CTA share each K and V tile). The backward refuses such plans. On masks whose structure is aligned to
-        128 rows (documents of 1024 tokens, 64-token BigBird blocks) the 192-row tile computes more masked pairs:
-        time both where it matters.
+        per CTA share each K and V tile). The backward refuses such plans. Where a mask's structure is finer than
+        192 rows the taller tile lists more work (BigBird's 64-token blocks: 1.3x at 16k) and can be slower:
+        ``taller_forward_plan`` is the rule ``maskattn.attention`` applies to a spec's two plans.
     """
     head_dim = check_head_dim(head_dim)
     kernel_type(dtype)
