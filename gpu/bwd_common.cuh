@@ -146,6 +146,35 @@ __device__ __forceinline__ void mask_bits_t(float (&s)[NB][4], const unsigned* _
   }
 }
 
+// mask_bits_t on 16-bit A operands packed from such fragments (pack_a_operand: a[kk][2 jj + half] holds queries
+// 16 kk + 8 jj + 2 t (low half) and + 1 (high half) of key local_key + 8 half): masked elements become +0 in p and ds
+// whatever they held (exp2 of a masked score may have overflowed). The Hopper dK/dV kernel masks bit tiles here: at
+// 128-row steps the float S^T and dP^T (64 + 64 registers) and 32 bit words do not fit beside dK and dV, the packed
+// operands (32 + 32) do.
+template <int TILE_N, int KS>
+__device__ __forceinline__ void mask_bits_packed_t(unsigned (&p)[KS][4], unsigned (&ds)[KS][4],
+                                                   const unsigned* __restrict__ tile_bits, int local_row,
+                                                   int local_key) {
+  constexpr int WORDS = TILE_N / 32;
+  const unsigned* column = tile_bits + local_key / 32;
+  const int shift = local_key % 32;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int row = local_row + 16 * kk + 8 * jj;
+      const unsigned w0 = column[row * WORDS] >> shift, w1 = column[(row + 1) * WORDS] >> shift;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const unsigned keep =
+            ((w0 >> (8 * half)) & 1u ? 0x0000ffffu : 0u) | ((w1 >> (8 * half)) & 1u ? 0xffff0000u : 0u);
+        p[kk][2 * jj + half] &= keep;
+        ds[kk][2 * jj + half] &= keep;
+      }
+    }
+  }
+}
+
 // Probabilities and score gradients from the forward's statistics, in place on the score fragments. Query-major
 // fragments (the dQ kernels) take the values of their two rows; transposed ones (*_t, the dK/dV kernels) read a
 // float2 per pair of query columns from shared memory, `cols` pointing at this thread's first column.

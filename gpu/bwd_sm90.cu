@@ -5,34 +5,35 @@
 // bwd_dkdv_sm90_kernel:
 // Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
 // dO, K and V (tma.cuh) at the end: blockIdx.x = b * kv_heads + kv_head, blockIdx.y the key block's rank in
-// n_order; the CTA walks the backward CSR of every query head of its GQA group, BM = 64 query rows a step, and
-// reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three warpgroups (384 threads), FlashAttention-3's
-// backward with the products transposed:
+// n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows a step (STEP_ROWS: 128
+// at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three warpgroups (384
+// threads), FlashAttention-3's backward with the products transposed:
 // - warpgroup 0 produces K and V (once) and, per step, Q, dO, LSE and delta (two stages) in 128-byte-swizzled
 //   shared memory, and the step's description (rows, dQ chunk, mask group, payload; a negative row ends the walk).
 //   Plans without a node order: one thread and the copy engine (tensor maps for the tiles, bulk copies for the row
 //   values), each stage counted in bytes on its "full" mbarrier, so the producer never waits for its copies.
 //   Plans with one: cp.async gathers by the warpgroup, one group per step, announced one group behind. A stage is
 //   refilled after its "empty" mbarrier says both consumers are done with it.
-// - warpgroups 1 and 2 consume, 64 keys each: S^T = K Q^T and dP^T = V dO^T (wgmma m64n64k16, both operands in
+// - warpgroups 1 and 2 consume, 64 keys each: S^T = K Q^T and dP^T = V dO^T (wgmma m64nBMk16, both operands in
 //   shared memory, K-major), so a warp's part of each accumulator is the m16n8 fragment of bwd_common.cuh's *_t
 //   mask helpers (keys in rows, queries in columns); P^T = exp2(S^T scale_log2 - LSE) and dS^T = P^T (dP^T - delta)
 //   packed to 16 bits are the register A operands of dV += P^T dO and dK += dS^T Q, with dO and Q N-major (the
 //   same tiles read transposed, as fwd_sm90.cu reads V). dV's product runs under the dS^T arithmetic.
 // - one pass (ATOMIC): each consumer also writes its dS^T rows to shared memory (two buffers, used in turn), and
-//   once both have (a named barrier of the two), computes its half of the step's dQ columns, dS K over the block's
-//   128 keys with both operands read transposed from shared memory, stages it (DqChunk order: conflict-free) and
+//   once both have (a named barrier of the two), computes its part of the step's dQ (its 64 rows where BM = 128,
+//   else its half of the columns), dS K over the block's 128 keys with both operands read transposed from shared
+//   memory, stages it (DqChunk order: conflict-free) and
 //   adds it to the float32 accumulator dq_accum with one bulk reduction (cp.reduce.async.bulk);
 //   bwd_dq_convert_sm90_kernel then scales and converts it. So S^T and dP^T are computed once per tile: five
 //   products where the two passes take seven.
 //
 // Head dims 32 and 96 take the shared layout of 64 and 128, as in fwd_sm90.cu (DS = SW128_COLUMNS<D> columns); the
-// products stop at column D but for the one pass's dQ halves, which split DS (the accumulator dq_accum has DS
-// columns a row, the conversion reads D of them).
+// products stop at column D but for the one pass's dQ halves at D = 96, which split DS (the accumulator dq_accum has
+// DS columns a row, the conversion reads D of them).
 //
 // Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x DS each) + two
-// stages of Q and dO (64 x DS each) + (ATOMIC) two dS^T buffers (128 x 64) and two dQ halves (64 x DS / 2 floats) +
-// two stages of the 64 LSE and delta values + 128 (step descriptions, mbarriers).
+// stages of Q and dO (BM x DS each) + (ATOMIC) two dS^T buffers (128 x BM) and the consumers' dQ chunks (64 x
+// DQ_COLUMNS floats each) + two stages of the BM LSE and delta values + 128 (step descriptions, mbarriers).
 //
 // bwd_dq_sm90_kernel: one CTA per (query block, head, batch) over the forward CSR, fwd_sm90.cu's structure (three
 // warpgroups, 384 threads):
@@ -76,8 +77,17 @@ namespace sm90_bwd {
 
 constexpr int TILE_M = 128;
 constexpr int TILE_N = 128;  // the dQ kernel's key blocks, and the dK/dV kernel's up to D = 128
-constexpr int BM = 64;       // query rows per step
 constexpr int THREADS = 384;
+// dK/dV kernel: query rows per step, 128 where the tiles are one 64-column block wide (D = 32, 64; FlashAttention-3's
+// 128 x 128 backward tile at D = 64), else 64. At D <= 64 a step's products are short (k = D) and each step pays
+// for its waits, barriers and dQ reduction: 128 rows halve the steps, and the consumers' S^T and dP^T (64 + 64
+// registers), dK and dV (32 + 32) still fit their budget. From D = 96 dK and dV alone take 48 + 48 or more.
+template <int D>
+constexpr int STEP_ROWS = SW128_COLUMNS<D> == 64 ? 128 : 64;
+// one pass: how the consumers share a step's dQ. At 128 rows each takes 64 of them over D columns (m64nD products
+// over the block's keys); at 64 rows each takes half of the columns (HalfColumns) of all 64.
+template <int D>
+constexpr bool DQ_BY_ROWS = STEP_ROWS<D> == 128;
 // dK/dV kernel: the plan's key blocks, 128 keys up to D = 128 (the consumers take 64 each) and 64 at D = 192 and 256
 // (the training tile there, kernels.tile_for: the consumers share the keys and split the columns)
 template <int D>
@@ -86,10 +96,10 @@ template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
 // dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk
 // of 128 threads for perm plans: 40 spill 28 bytes there, which the one pass's consumers need) and of the consumers
-// (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (16 + 16 wide), in one pass dQ's half,
-// 32 (64 wide): 224 spill 56 bytes there). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec
-// freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step
-// too high hangs the kernel.
+// (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), in
+// one pass dQ's part, 32 (64 wide): 224 spill 56 bytes there). setmaxnreg.inc waits until the registers the
+// producer's setmaxnreg.dec freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168:
+// a consumer budget one step too high hangs the kernel.
 template <bool PERM, bool ATOMIC>
 constexpr int PRODUCER_REGS = !PERM ? 24 : ATOMIC ? 40 : 56;
 template <bool PERM, bool ATOMIC>
@@ -105,17 +115,21 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 template <int D>
 constexpr int KV_BYTES = KEY_BLOCK<D> * SW128_COLUMNS<D> * 2;
 template <int D>
-constexpr int STEP_BYTES = BM * SW128_COLUMNS<D> * 2;
-constexpr int ROW_VALUES_BYTES = 2 * 2 * BM * 4;  // LSE and delta, two stages
-// dS^T of a step (one pass, and every wide kernel), keys in rows and its BM queries in columns, two buffers; wide
+constexpr int STEP_BYTES = STEP_ROWS<D> * SW128_COLUMNS<D> * 2;
+template <int D>
+constexpr int ROW_VALUES_BYTES = 2 * 2 * STEP_ROWS<D> * 4;  // LSE and delta, two stages
+// dS^T of a step (one pass, and every wide kernel), keys in rows and its queries in columns, two buffers; wide
 // kernels also P^T, two buffers
 template <int D>
-constexpr int DS_BYTES = KEY_BLOCK<D> * BM * 2;
-// one pass: each consumer's half of the step's dQ columns in float32, in the accumulator's register order (DqChunk),
-// staged for its bulk reduction: in a buffer of its own, but at D = 256 (no room left) in the consumer's own columns
-// of the step's Q and dO tiles, which nothing else reads once its dK and dV products have completed
+constexpr int DS_BYTES = KEY_BLOCK<D> * STEP_ROWS<D> * 2;
+// one pass: a consumer's part of the step's dQ, 64 rows of DQ_COLUMNS floats (DQ_BY_ROWS: its rows, D columns; else
+// its half of the columns, DS / 2), in the accumulator's register order (DqChunk), staged for its bulk reduction: in
+// a buffer of its own, but at D = 256 (no room left) in the consumer's own columns of the step's Q and dO tiles, which
+// nothing else reads once its dK and dV products have completed
 template <int D>
-constexpr int DQ_BYTES = BM * (SW128_COLUMNS<D> / 2) * 4;
+constexpr int DQ_COLUMNS = DQ_BY_ROWS<D> ? D : SW128_COLUMNS<D> / 2;
+template <int D>
+constexpr int DQ_BYTES = 64 * DQ_COLUMNS<D> * 4;
 template <int D>
 constexpr bool DQ_IN_STEP = D == 256;
 
@@ -161,16 +175,15 @@ __device__ __forceinline__ void wgmma_ss_columns(float (&acc)[DS / 16][4], unsig
   if constexpr (F1 > 0) wgmma_ss<T, TA, 1>(fragments<F0, F1>(acc), a, Cols::at(b, rows, 1, c) + b_step, scale_d);
 }
 
-// Where a consumer's half of a step's dQ lies in the float32 accumulator (D: its columns a row, the kernels' padded
-// width DS): chunk (2 * step + consumer) of BM x D / 2 floats, where step = (b * heads + h) * (n_q_pad / BM) +
-// row / BM, written as the consumers hold it: the n8 fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4
-// (fragment rows 16 (c / 32) + (c % 32) / 4 and 8 more, columns 8 j + 2 (c % 4) and one more, of the consumer's
-// columns, HalfColumns: bwd_dq_convert_sm90_kernel undoes it). Bulk reductions from shared memory written without
-// bank conflicts.
-template <int D>
+// Where a consumer's part of a step's dQ lies in the float32 accumulator: chunk (2 * step + consumer) of 64 x COLUMNS
+// floats (DQ_COLUMNS), where step = (b * heads + h) * (n_q_pad / STEP_ROWS) + row / STEP_ROWS, written as the
+// consumers hold it: the n8 fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4 (fragment rows 16 (c / 32)
+// + (c % 32) / 4 and 8 more, columns 8 j + 2 (c % 4) and one more, of the consumer's rows or columns:
+// bwd_dq_convert_sm90_kernel undoes it). Bulk reductions from shared memory written without bank conflicts.
+template <int COLUMNS>
 struct DqChunk {
-  static constexpr int FLOATS = BM * (D / 2);
-  // float offset of element (r, x) of chunk ch (r < BM, x < D / 2)
+  static constexpr int FLOATS = 64 * COLUMNS;
+  // float offset of element (r, x) of chunk ch (r < 64, x < COLUMNS)
   static __device__ __forceinline__ long long offset(long long ch, int r, int x) {
     const int thread = 32 * (r / 16) + 4 * (r % 8) + (x % 8) / 2;
     return ch * FLOATS + 4 * (128 * (x / 8) + thread) + 2 * ((r % 16) / 8) + x % 2;
@@ -183,8 +196,9 @@ struct DqChunk {
 template <int D, bool ATOMIC>
 constexpr int BWD_SM90_SMEM_BYTES =
     sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
-    (ATOMIC || sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) + (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
-    (ATOMIC && !sm90_bwd::DQ_IN_STEP<D> ? 2 * sm90_bwd::DQ_BYTES<D> : 0) + sm90_bwd::ROW_VALUES_BYTES + 128;
+    (ATOMIC || sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
+    (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
+    (ATOMIC && !sm90_bwd::DQ_IN_STEP<D> ? 2 * sm90_bwd::DQ_BYTES<D> : 0) + sm90_bwd::ROW_VALUES_BYTES<D> + 128;
 
 // bwd_dq_sm90_smem_bytes in backends/cuda/bwd.py
 template <int D>
@@ -202,6 +216,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   constexpr bool W = WIDE<D>;
   constexpr int KB = KEY_BLOCK<D>;       // keys of the CTA
   constexpr int DS = SW128_COLUMNS<D>;   // columns of the shared tiles, and (one pass) of dQ's products
+  constexpr int BM = STEP_ROWS<D>;       // query rows per step
   constexpr int NQ = (W ? BM / 2 : BM) / 8;  // n8 fragments of S^T and dP^T per warp (query columns)
   constexpr int DB = (W ? DS / 2 : D) / 8;   // n8 fragments of dK and dV per warp
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
@@ -221,7 +236,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned sP = sdS + (ATOMIC || W ? 2 * DSB : 0);  // [2] buffers (wide)
   const unsigned sdQ = sP + (W ? 2 * DSB : 0);              // [2] consumers (one pass, but DQ_IN_STEP)
   const unsigned sRows = sdQ + (ATOMIC && !IN_STEP ? 2 * DQ_BYTES<D> : 0);  // [2] stages of BM LSE, then [2] of delta
-  const unsigned sSteps = sRows + ROW_VALUES_BYTES;  // [2] int4 step descriptions
+  const unsigned sSteps = sRows + ROW_VALUES_BYTES<D>;  // [2] int4 step descriptions
   const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D, ATOMIC> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
@@ -381,15 +396,23 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
-  // one pass: dQ (this consumer's DS / 2 columns) = dS K over the block's keys, with dS^T (keys in rows, M
-  // contiguous; in this turn's buffer) and K (N contiguous) read transposed; a k step moves 16 keys.
+  // one pass: dQ (this consumer's DQ_COLUMNS of the step's rows, or its 64 rows) = dS K over the block's keys, with
+  // dS^T (keys in rows, M contiguous; in this turn's buffer, 64 queries a swizzle block) and K (N contiguous) read
+  // transposed; a k step moves 16 keys.
+  constexpr int DQ_FRAGMENTS = DQ_COLUMNS<D> / 8;
   const unsigned long long dst_desc = sw128_desc(sdS, KB * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long kt_desc = sw128_desc(sK, KB * SW128_BYTES, 8 * SW128_BYTES);
-  auto dq_products = [&](float(&acc_dq)[DS / 16][4], unsigned buffer) {
+  auto dq_products = [&](float(&acc_dq)[DQ_FRAGMENTS][4], unsigned buffer) {
+    const unsigned rows = DQ_BY_ROWS<D> ? (unsigned)(consumer * KB * SW128_BYTES) >> 4 : 0;
 #pragma unroll
     for (int kk = 0; kk < KB / 16; ++kk) {
       const unsigned key_step = (unsigned)(kk * 16 * SW128_BYTES) >> 4;
-      wgmma_ss_columns<T, 1, DS>(acc_dq, dst_desc + (buffer >> 4) + key_step, kt_desc, key_step, KB, consumer, kk > 0);
+      const unsigned long long a = dst_desc + ((buffer >> 4) + rows + key_step);
+      if constexpr (DQ_BY_ROWS<D>) {
+        wgmma_ss<T, 1, 1>(acc_dq, a, kt_desc + key_step, kk > 0);
+      } else {
+        wgmma_ss_columns<T, 1, DS>(acc_dq, a, kt_desc, key_step, KB, consumer, kk > 0);
+      }
     }
   };
   // wide: P^T (and dS^T) as K-major A operands, queries along k
@@ -465,12 +488,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           if (reach.lower) mask_interval_t(s, bounds, key, n_k, query);
           if (reach.upper) mask_interval_t(s, bounds + 1, key, n_k, query);
         }
-      } else if constexpr (MASK == MASK_BITS) {
-        if (partial) {
-          mask_bits_t<NQ, KB>(s, bit_pool + (long long)payload * (TILE_M * KB / 32), row_step + query_lo + 2 * t_lane,
-                              tile_key);
-        }
-      }
+      }  // bit tiles mask the packed operands below
       if (past_keys) mask_keys_t(s, key, n_k);
 
       const int values = stage * BM + query_lo + 2 * t_lane;
@@ -483,7 +501,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       // P^T and dS^T packed to 16 bits: the float ones are dead by then
       pack_a_operand<T>(p, s);
       pack_a_operand<T>(ds, dp);
-      float acc_dq[DS / 16][4];
+      if (MASK == MASK_BITS && partial) {
+        mask_bits_packed_t<KB>(p, ds, bit_pool + (long long)payload * (TILE_M * KB / 32),
+                               row_step + query_lo + 2 * t_lane, tile_key);
+      }
+      float acc_dq[DQ_FRAGMENTS][4];
       const unsigned buffer = (ds_turn & 1) * DSB;  // the other consumer may still read the previous turn's
       if constexpr (!W) {
         // dV += P^T dO and dK += dS^T Q (scaled in the epilogue) from registers; dV's product runs under the dS^T
@@ -537,16 +559,17 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         // read before it was refilled), then bulk reductions into dq_accum
         if (!IN_STEP && ctid == 0) bulk_wait_read<0>();
         named_barrier_sync(1 + consumer, 128);
-        constexpr int PIECE_FRAGMENTS = DS / 16 / PIECES;
+        constexpr int PIECE_FRAGMENTS = DQ_FRAGMENTS / PIECES;
 #pragma unroll
-        for (int j = 0; j < DS / 16; ++j) {
+        for (int j = 0; j < DQ_FRAGMENTS; ++j) {
           float4* staged = reinterpret_cast<float4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
-          staged[128 * (j % PIECE_FRAGMENTS) + ctid] = make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
+          staged[128 * (j % PIECE_FRAGMENTS) + ctid] =
+              make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
         }
         fence_proxy_async();
         named_barrier_sync(1 + consumer, 128);
         if (ctid == 0) {
-          const long long chunk = DqChunk<DS>::offset(2ll * here.y + consumer, 0, 0);
+          const long long chunk = DqChunk<DQ_COLUMNS<D>>::offset(2ll * here.y + consumer, 0, 0);
 #pragma unroll
           for (int piece = 0; piece < PIECES; ++piece) {
             bulk_reduce_add_f32(dq_accum + chunk + piece * (PIECE_BYTES / 4), staging(stage, piece), PIECE_BYTES);
@@ -610,9 +633,11 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
   const long long idx = (long long)blockIdx.x * CONVERT_THREADS + threadIdx.x;
   const int row = idx / CHUNKS, col = idx % CHUNKS * 8;
   if (row >= n_q) return;
+  constexpr int BM = STEP_ROWS<D>;
   const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
-  const int2 at = HalfColumns<DS>::of(col);  // 8 columns of one piece
-  const float* src = dq_accum + DqChunk<DS>::offset(2 * step + at.x, row % BM, at.y);
+  // (consumer, its row, its column) of 8 columns of the row: of one piece of the columns where DQ_BY_ROWS is false
+  const int2 at = DQ_BY_ROWS<D> ? make_int2(row % BM / 64, col) : HalfColumns<DS>::of(col);
+  const float* src = dq_accum + DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
   unsigned packed[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 floats on

@@ -4,6 +4,14 @@ against the installed sources (the working tree), in turns, on the same cases an
     git archive HEAD gpu | tar -x -C .whl/base     # on the host: the GPU machine's copy of the tree has no history
     python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward] [--only SUBSTRING]
 
+Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), the baseline must run
+its own package: install the baseline tree elsewhere and name it with ``--base-site`` (the baseline's process then
+imports maskattn from there, with the kernel sources installed with it):
+
+    git archive HEAD meson.build pyproject.toml python src gpu | tar -x -C .whl/basetree    # on the host
+    pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree
+    python3 scripts/kernel_ab.py .whl/basetree/gpu --base-site /tmp/base_site --backward
+
 Each round runs one process per folder (the baseline first, any variants, then the tree;
 ``MASKATTN_KERNEL_SOURCES`` points the kernels at a folder), timing every case with CUDA events (median of 20
 launches after 3 warm-ups; bf16, B = 1). The table gives each case's medians per round and each side's time over
@@ -33,7 +41,7 @@ FORWARD = [
     ("bigbird", 16384, 16, 128),
     ("shared_question", 16384, 16, 128),
 ]
-BACKWARD = FORWARD[:2] + FORWARD[4:6]
+BACKWARD = FORWARD[:2] + FORWARD[4:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128)]
 
 
 def time_cases(backward: bool, only: str) -> dict:
@@ -75,6 +83,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backward", action="store_true")
     parser.add_argument("--only", default="", help="time only the cases whose label contains this")
+    parser.add_argument("--base-site", help="a folder the baseline's maskattn package is installed in")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -89,7 +98,9 @@ def main():
     for round_ in range(args.rounds):
         for side, folder in sides.items():
             env = {key: value for key, value in os.environ.items() if key != "MASKATTN_KERNEL_SOURCES"}
-            if folder is not None:
+            if args.base_site and folder == folders[0]:
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.base_site, env.get("PYTHONPATH")]))
+            elif folder is not None:
                 env["MASKATTN_KERNEL_SOURCES"] = folder
             command = [sys.executable, __file__, folders[0], "--worker", "--only", args.only]
             if args.backward:

@@ -45,6 +45,8 @@ cases = [
     ("bits, head dim 256, one pass (atomic dQ)", masks.from_dense(rng.random((n_q, n_k)) < 0.3),
      np.dtype(ml_dtypes.bfloat16), 256),
     ("none, one pass (atomic dQ)", None, np.dtype(ml_dtypes.bfloat16), 64),
+    ("bits, head dim 64, one pass (atomic dQ)", masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 64),
+    ("perm, bits, head dim 32, one pass (atomic dQ)", graph, np.dtype(ml_dtypes.bfloat16), 32),
     ("perm, intervals", dilated, np.dtype(ml_dtypes.bfloat16), 128),
     ("perm, intervals, head dim 96", dilated, np.float16, 96),
     ("perm, intervals, atomic dQ", dilated, np.float16, 64),

@@ -25,7 +25,8 @@ def test_the_training_tile_takes_the_wgmma_forward_where_it_exists(head_dim, hop
         # the launch with a node order asks for the producers' row tables on top
         assert kernels.sm90_smem_bytes(head_dim) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
         for one_pass in (False, True):
-            assert bwd.bwd_sm90_smem_bytes(head_dim, one_pass) + bwd.DKDV_ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+            assert (bwd.bwd_sm90_smem_bytes(head_dim, one_pass) + bwd.dkdv_row_table_bytes(head_dim)
+                    <= kernels.SM90_SMEM_OPTIN)
     if head_dim in bwd.DQ_SM90_HEAD_DIMS:
         assert bwd.bwd_dq_sm90_smem_bytes(head_dim) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
 

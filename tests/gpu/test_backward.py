@@ -103,13 +103,15 @@ def test_family(family, dtype_name, rng):
 
 
 @pytest.mark.parametrize("head_dim, dtype_name, deterministic", [
-    (32, "float16", True), (96, "bfloat16", False), (192, "float16", False), (256, "bfloat16", False)])
+    (32, "float16", True), (64, "bfloat16", False), (96, "bfloat16", False), (192, "float16", False),
+    (256, "bfloat16", False)])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_family_other_head_dims(family, head_dim, dtype_name, deterministic, rng):
     """Head dims 32 and 96, which the wgmma kernels run at the shared layout of 64 and 128 (columns past the head
-    dim computed and not stored), two passes and one (dQ accumulated at the padded width); and in one pass 192 and
-    256, whose dK/dV kernel takes 64-key blocks with the consumers splitting the columns (192: in pieces of 64 and
-    32; 256: dQ staged in the step's own tiles). Their two passes: test_head_dim_dtype, test_head_dim_masks."""
+    dim computed and not stored), two passes and one (dQ accumulated at the padded width); 64 in one pass, whose
+    dK/dV kernel takes 128-row steps (as 32) with each consumer's dQ over its 64 rows; and in one pass 192 and 256,
+    whose dK/dV kernel takes 64-key blocks with the consumers splitting the columns (192: in pieces of 64 and 32; 256:
+    dQ staged in the step's own tiles). Their two passes: test_head_dim_dtype, test_head_dim_masks."""
     _run(FAMILIES[family](rng), rng, dtype_name, head_dim, deterministic=deterministic)
 
 

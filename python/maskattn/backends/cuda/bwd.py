@@ -38,9 +38,6 @@ from .tma import MAP_BYTES, TensorMap
 __all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
            "backward"]
 
-# the dK/dV kernel's producer row table for node orders (producer_rows<BM> of bwd_sm90.cu, after its 128-byte tail):
-# two steps of 64 rows; the dQ kernel's K and V tables take kernels.ROW_TABLE_BYTES
-DKDV_ROW_TABLE_BYTES = 2 * 64 * 4
 _PRE_ROWS = 64          # rows per CTA of bwd_preprocess_kernel (PRE_ROWS in bwd.cu)
 _CONVERT_THREADS = 256  # CONVERT_THREADS in bwd_common.cuh
 _SM90_THREADS = 384     # sm90_bwd::THREADS in bwd_sm90.cu (both kernels): one producer, two consumer warpgroups
@@ -82,16 +79,29 @@ def bwd_smem_bytes(head_dim: int, tile, deterministic: bool = True) -> tuple[int
     return dkdv, dq
 
 
+def sm90_step_rows(head_dim: int) -> int:
+    """STEP_ROWS<D> of bwd_sm90.cu: the query rows of a dK/dV step, 128 where the tiles are one 64-column block wide
+    (head dims 32 and 64), else 64."""
+    return 128 if sw128_columns(head_dim) == 64 else 64
+
+
 def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
     """BWD_SM90_SMEM_BYTES<D, ATOMIC> of bwd_sm90.cu: alignment slack, K and V (a key block: 128 rows, 64 from head
-    dim 192), two stages of Q and dO (64 rows each), two buffers of dS^T (key block x 64; one pass or wide) and of
-    P^T (wide), in one pass the consumers' float32 halves of a step's dQ (64 x D / 2 each; none at 256, which stages
-    them in the step's tiles), two stages of the 64 LSE and delta values, the step descriptions and mbarriers (D: the
-    tiles' padded width, sw128_columns)."""
+    dim 192), two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x
+    step rows; one pass or wide) and of P^T (wide), in one pass the consumers' float32 chunks of a step's dQ (64 rows x
+    D at 128-row steps, else 64 x width / 2; none at 256, which stages them in the step's tiles), two stages of the
+    step's LSE and delta values, the step descriptions and mbarriers (width: the tiles' padded D, sw128_columns)."""
     width, wide, keys = sw128_columns(head_dim), head_dim > 128, sm90_tile_n(head_dim)
+    rows = sm90_step_rows(head_dim)
     ds_buffers = 2 * (one_pass or wide) + 2 * wide
-    dq_halves = 2 * 64 * (width // 2) * 4 if one_pass and head_dim != 256 else 0
-    return 1024 + (2 * keys + 4 * 64) * width * 2 + ds_buffers * keys * 64 * 2 + dq_halves + 2 * 2 * 64 * 4 + 128
+    dq_chunks = 2 * 64 * (head_dim if rows == 128 else width // 2) * 4 if one_pass and head_dim != 256 else 0
+    return 1024 + (2 * keys + 4 * rows) * width * 2 + ds_buffers * keys * rows * 2 + dq_chunks + 2 * 2 * rows * 4 + 128
+
+
+def dkdv_row_table_bytes(head_dim: int) -> int:
+    """The dK/dV kernel's producer row table for node orders (producer_rows<BM> of bwd_sm90.cu, after its 128-byte
+    tail): two steps of rows. The dQ kernel's K and V tables take kernels.ROW_TABLE_BYTES."""
+    return 2 * sm90_step_rows(head_dim) * 4
 
 
 def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
@@ -150,7 +160,7 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
     and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn.sm90_function` (with
     ``perm``, for a plan with a node order, the instantiations that follow it and the producers' row tables:
-    ``ROW_TABLE_BYTES`` more for the dQ kernel, ``DKDV_ROW_TABLE_BYTES`` for the dK/dV one)."""
+    ``ROW_TABLE_BYTES`` more for the dQ kernel, ``dkdv_row_table_bytes`` for the dK/dV one)."""
     cupy = import_cupy()
     src = source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
@@ -158,7 +168,7 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=kernel_source("bwd.cu"), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
-    more = {"dkdv": DKDV_ROW_TABLE_BYTES, "dq": ROW_TABLE_BYTES} if perm else {}
+    more = {"dkdv": dkdv_row_table_bytes(head_dim), "dq": ROW_TABLE_BYTES} if perm else {}
     smem = {key: size + (more.get(key, 0) if key in from_sm90 else 0)
             for key, size in _smem_bytes(head_dim, tile, deterministic, sm90).items()}
     kernels = {}
@@ -271,12 +281,13 @@ class _BackwardLaunch:
                 self.scratch_shapes.append((B * H, n_q_pad, width))
                 self.accum_bytes = B * H * n_q_pad * width * 4
             group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
-            # bwd_sm90.cu's tensor maps (tma.cuh): Q and dO in steps of 64 rows, K and V in key blocks; plans with a
-            # node order gather rows and take none
+            # bwd_sm90.cu's tensor maps (tma.cuh): Q and dO in steps (sm90_step_rows), K and V in key blocks; plans
+            # with a node order gather rows and take none
             self.maps = {}
             if sm90 and plan.perm is None:
+                step = sm90_step_rows(head_dim)
                 self.maps = {name: TensorMap(shape, st[name], rows) for name, shape, rows in (
-                    ("q", (B, H, n_q, head_dim), 64), ("do", (B, H, n_q, head_dim), 64),
+                    ("q", (B, H, n_q, head_dim), step), ("do", (B, H, n_q, head_dim), step),
                     ("k", (B, Hk, n_k, head_dim), tile[1]), ("v", (B, Hk, n_k, head_dim), tile[1]))}
             no_map = (ctypes.c_uint8 * MAP_BYTES)()
 
