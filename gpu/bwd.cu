@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
       }
       if (past_keys) mask_keys_t(s, key, n_k);
 
-      probabilities_t(s, lse_s + 2 * t_lane, scale_log2);  // P^T
+      probabilities_t(s, ColumnValues{lse_s + 2 * t_lane}, scale_log2);  // P^T
 
       // dV += P^T dO
 #pragma unroll

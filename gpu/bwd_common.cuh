@@ -191,11 +191,25 @@ __device__ __forceinline__ void probabilities(float (&s)[N][4], const float (&ls
   }
 }
 
+// The values of a thread's query columns, (8 j + 2 t, + 1) for j < N: ColumnValues{cols}(j) from shared memory
+// (cols pointing at column 2 t), or, loaded ahead into registers by load_cols_t, values[j].
+struct ColumnValues {
+  const float* cols;
+  __device__ __forceinline__ float2 operator()(int j) const { return *reinterpret_cast<const float2*>(cols + 8 * j); }
+};
+
 template <int N>
-__device__ __forceinline__ void probabilities_t(float (&s)[N][4], const float* lse_cols, float scale_log2) {
+__device__ __forceinline__ void load_cols_t(float2 (&values)[N], ColumnValues cols) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) values[j] = cols(j);
+}
+
+// lse: ColumnValues, or a lambda over registers
+template <int N, typename Values>
+__device__ __forceinline__ void probabilities_t(float (&s)[N][4], Values lse, float scale_log2) {
 #pragma unroll
   for (int j = 0; j < N; ++j) {
-    const float2 l = *reinterpret_cast<const float2*>(lse_cols + 8 * j);
+    const float2 l = lse(j);
     s[j][0] = exp2_approx(fmaf(s[j][0], scale_log2, -l.x));
     s[j][1] = exp2_approx(fmaf(s[j][1], scale_log2, -l.y));
     s[j][2] = exp2_approx(fmaf(s[j][2], scale_log2, -l.x));

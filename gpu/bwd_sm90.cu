@@ -425,6 +425,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     return IN_STEP ? (piece ? sdO : sQ) + stage * STEP + consumer * PIECE_BYTES
                    : sdQ + consumer * DQ_BYTES<D> + piece * PIECE_BYTES;
   };
+  // a consumer's own staging buffer (!DQ_IN_STEP) is free again once its last bulk reduction has read it: waited
+  // for before DS_READY, which every thread of both consumers passes before it writes its next chunk (the reduction
+  // had the step's products and exponentials to finish). Every thread waits, though only the one that issued the
+  // reductions has any: a branch on the thread here, between products in flight, makes ptxas serialize them
+  // (warning C7519, "warpgroup.arrive is injected").
+  auto dq_staging_free = [&]() {
+    if constexpr (!IN_STEP) bulk_wait_read<0>();
+  };
 
   float acc_dk[DB][4], acc_dv[DB][4];
 #pragma unroll
@@ -458,6 +466,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     const int4 here = steps[stage];
     if (here.x < 0) break;
     const int row0 = here.x, row_step = row0 % TILE_M, group = here.z, payload = here.w;
+    // this thread's first query column's LSE and delta (lse_s[values], delta_s[values])
+    auto values = [&]() { return stage * BM + query_lo + 2 * t_lane; };
+    // LSE into registers before the products, so that its latency is not paid after S^T's wait (2 NQ registers);
+    // read after it at 128-row steps (NQ = 16: 32 registers more spill beside S^T and dP^T) and with a node order
+    // (the consumers' budgets, 232 and 224, leave no room: the producers gather)
+    constexpr bool LSE_AHEAD = !PERM && NQ <= 8;
+    float2 lse[NQ];
+    if constexpr (LSE_AHEAD) load_cols_t(lse, ColumnValues{lse_s + values()});
     const bool partial = MASK != MASK_NONE && payload >= 0;
     const int* block_minmax = interval_minmax + ((long long)group * n_nblocks + n_block) * 8;
     // interval tiles can hold BM-row steps that no key of the block sees
@@ -491,12 +507,15 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       }  // bit tiles mask the packed operands below
       if (past_keys) mask_keys_t(s, key, n_k);
 
-      const int values = stage * BM + query_lo + 2 * t_lane;
-      probabilities_t(s, lse_s + values, scale_log2);  // P^T
+      if constexpr (!LSE_AHEAD) {  // P^T
+        probabilities_t(s, ColumnValues{lse_s + values()}, scale_log2);
+      } else {
+        probabilities_t(s, [&](int j) { return lse[j]; }, scale_log2);
+      }
       wgmma_wait<0>();
       pin_registers(dp);
 
-      score_grads_t(dp, s, delta_s + values);  // dS^T = P^T (dP^T - delta)
+      score_grads_t(dp, s, delta_s + values());  // dS^T = P^T (dP^T - delta)
 
       // P^T and dS^T packed to 16 bits: the float ones are dead by then
       pack_a_operand<T>(p, s);
@@ -508,20 +527,26 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       float acc_dq[DQ_FRAGMENTS][4];
       const unsigned buffer = (ds_turn & 1) * DSB;  // the other consumer may still read the previous turn's
       if constexpr (!W) {
-        // dV += P^T dO and dK += dS^T Q (scaled in the epilogue) from registers; dV's product runs under the dS^T
-        // arithmetic
+        // dV += P^T dO and dK += dS^T Q (scaled in the epilogue) from registers
+        auto dk_products = [&]() {
+#pragma unroll
+          for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
+        };
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
-#pragma unroll
-        for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dk, ds[kk], qt_desc + kt_step(stage, kk));
+        if constexpr (!ATOMIC) dk_products();
         wgmma_commit();
         if constexpr (ATOMIC) {
-          // dS^T into this turn's buffer, then dQ's half
+          // dS^T into this turn's buffer, then dQ's part, then dK's product, which runs while dQ is staged below
+          // (FlashAttention-4's order)
           store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
           fence_proxy_async();
+          dq_staging_free();
           named_barrier_sync(DS_READY, 256);
           dq_products(acc_dq, buffer);
+          wgmma_commit();
+          dk_products();
           wgmma_commit();
         }
       } else {
@@ -530,6 +555,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         store_packed_sw128<KB>(generic(sP + buffer), p, tile_key, lane, query_lo / 8);
         store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane, query_lo / 8);
         fence_proxy_async();
+        if constexpr (ATOMIC) dq_staging_free();
         named_barrier_sync(DS_READY, 256);
         wgmma_fence();
 #pragma unroll
@@ -546,19 +572,15 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         wgmma_commit();
       }
       ++ds_turn;
-      wgmma_wait<0>();
+      constexpr bool DK_UNDER_STAGING = ATOMIC && !W;  // the dK product still runs: the last commit group
+      wgmma_wait<DK_UNDER_STAGING ? 1 : 0>();
       pin_registers(acc_dv);
-      pin_registers(acc_dk);
-      if constexpr (!W) {  // the register A operands
-        pin_registers(p);
-        pin_registers(ds);
-      }
       if constexpr (ATOMIC) {
         pin_registers(acc_dq);
-        // the chunk to shared memory once the previous one was read (DQ_IN_STEP: the stage's last reductions were
-        // read before it was refilled), then bulk reductions into dq_accum
-        if (!IN_STEP && ctid == 0) bulk_wait_read<0>();
-        named_barrier_sync(1 + consumer, 128);
+        // the chunk to shared memory (its staging was free by DS_READY; DQ_IN_STEP: the stage's last reductions
+        // were read before it was refilled, and its tiles are free once the whole consumer is past its products),
+        // then bulk reductions into dq_accum
+        if constexpr (IN_STEP) named_barrier_sync(1 + consumer, 128);
         constexpr int PIECE_FRAGMENTS = DQ_FRAGMENTS / PIECES;
 #pragma unroll
         for (int j = 0; j < DQ_FRAGMENTS; ++j) {
@@ -576,6 +598,12 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           }
           bulk_commit();
         }
+      }
+      if constexpr (DK_UNDER_STAGING) wgmma_wait<0>();
+      pin_registers(acc_dk);
+      if constexpr (!W) {  // the register A operands
+        pin_registers(p);
+        pin_registers(ds);
       }
     }
     if (skip) release_held();

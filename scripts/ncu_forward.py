@@ -1,14 +1,14 @@
 """One dense or masked forward for Nsight Compute, ours or FlashAttention-4's, or both timed side by side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
-        python3 scripts/ncu_forward.py {ours|ours_192|fa4_128|fa4_default} D N H [WORKLOAD]
+        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
     python3 scripts/ncu_forward.py time D N H [WORKLOAD ...]
 
 The profiled range is one call after three warm-ups (``--profile-from-start off``), so only that call's kernels are
 measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``)
 at the training tile, ``ours_192`` at the forward-only tile (``tile_for(..., training=False)``: 192 x 128 at D <= 64
-on Hopper); ``fa4_128`` / ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the
+on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at the training tile; ``fa4_128`` / ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the
 128 x 128 tile or at its own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``). ``time``: triton's ``do_bench`` medians of those that apply, in one process.
 bf16, B = 1, H heads of D over N tokens.
@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 
-def ours(d, n, h, workload, training=True):
+def ours(d, n, h, workload, training=True, backward=False):
     import cupy as cp
     import ml_dtypes
 
@@ -32,9 +32,11 @@ def ours(d, n, h, workload, training=True):
 
     bf16 = np.dtype(ml_dtypes.bfloat16)
     plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16, training=training))
-    q, k, v = inputs(3, (1, h, n, d), bf16, np.random.default_rng(0))
-    out, _ = cuda.forward(q, k, v, plan, d ** -0.5)
+    q, k, v, do = inputs(4, (1, h, n, d), bf16, np.random.default_rng(0))
+    out, lse = cuda.forward(q, k, v, plan, d ** -0.5)
     cp.cuda.runtime.deviceSynchronize()
+    if backward:
+        return lambda: cuda.backward(do, q, k, v, out, lse, plan, d ** -0.5, False)
     return lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)
 
 
@@ -51,7 +53,7 @@ def fa4(d, n, h, tile, causal):
 
 def make(which, d, n, h, workload):
     if which.startswith("ours"):
-        return ours(d, n, h, workload, training=which == "ours")
+        return ours(d, n, h, workload, training=which != "ours_192", backward=which == "ours_bwd")
     if workload not in ("full", "causal"):
         raise ValueError(f"FlashAttention-4 runs full and causal, not {workload}")
     return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
