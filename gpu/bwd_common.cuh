@@ -126,20 +126,28 @@ __device__ __forceinline__ void mask_interval_t(float (&s)[NB][4], const int2* _
   }
 }
 
-// tile_bits: the entry's TILE_M x TILE_N bit tile (layout as in mask.cuh). local_row: the thread's first query
-// inside the tile; local_key: its first key inside the tile. The thread's two keys, local_key and local_key + 8,
-// share one word (local_key % 16 < 8). Bits past n_q and n_k are 0.
+// tile_bits: the entry's TILE_M x TILE_N bit tile (layout as in mask.cuh). local_key: the thread's first key inside
+// the tile. The thread's two keys, local_key and local_key + 8, share one word (local_key % 16 < 8): bits 0 and 8 of
+// (*this)(row) say whether query row `row` of the tile sees them. Bits past n_q and n_k are 0.
+template <int TILE_N>
+struct KeyBits {
+  const unsigned* column;
+  int shift;
+  __device__ __forceinline__ KeyBits(const unsigned* tile_bits, int local_key)
+      : column(tile_bits + local_key / 32), shift(local_key % 32) {}
+  __device__ __forceinline__ unsigned operator()(int row) const { return column[row * (TILE_N / 32)] >> shift; }
+};
+
+// local_row: the thread's first query inside the tile.
 template <int NB, int TILE_N>
 __device__ __forceinline__ void mask_bits_t(float (&s)[NB][4], const unsigned* __restrict__ tile_bits, int local_row,
                                             int local_key) {
-  constexpr int WORDS = TILE_N / 32;
-  const unsigned* column = tile_bits + local_key / 32;
-  const int shift = local_key % 32;
+  const KeyBits<TILE_N> bits(tile_bits, local_key);
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const unsigned w = column[(local_row + 8 * j + e) * WORDS] >> shift;
+      const unsigned w = bits(local_row + 8 * j + e);
       if (!(w & 1u)) s[j][e] = neg_inf();
       if (!(w & 0x100u)) s[j][2 + e] = neg_inf();
     }
@@ -155,15 +163,13 @@ template <int TILE_N, int KS>
 __device__ __forceinline__ void mask_bits_packed_t(unsigned (&p)[KS][4], unsigned (&ds)[KS][4],
                                                    const unsigned* __restrict__ tile_bits, int local_row,
                                                    int local_key) {
-  constexpr int WORDS = TILE_N / 32;
-  const unsigned* column = tile_bits + local_key / 32;
-  const int shift = local_key % 32;
+  const KeyBits<TILE_N> bits(tile_bits, local_key);
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int row = local_row + 16 * kk + 8 * jj;
-      const unsigned w0 = column[row * WORDS] >> shift, w1 = column[(row + 1) * WORDS] >> shift;
+      const unsigned w0 = bits(row), w1 = bits(row + 1);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const unsigned keep =
