@@ -22,9 +22,14 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include "attention.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #ifndef MASKPREP_ISA_NAMESPACE
 #define MASKPREP_ISA_NAMESPACE isa_generic
@@ -87,10 +92,34 @@ inline V splat(T x) {
   return x - V{};  // x - (+0) is x exactly, so this folds to a broadcast
 }
 
+// Lane by lane a > b ? a : b and a < b ? a : b (b where either is NaN): what x86's max and min instructions compute,
+// one instruction each, where GCC compiles the vector conditional to a compare and a blend, two operations on the
+// ports the FMAs need (exp2v's clamps and the softmax's maxima; the forward's loop of exponentials alone ran 10-15%
+// faster on AVX2).
+#if defined(__x86_64__)
+#define MASKPREP_MAX_MIN(prefix)                                                                          \
+  inline Simd<float>::V vmax(Simd<float>::V a, Simd<float>::V b) { return prefix##_max_ps(a, b); }     \
+  inline Simd<double>::V vmax(Simd<double>::V a, Simd<double>::V b) { return prefix##_max_pd(a, b); }  \
+  inline Simd<float>::V vmin(Simd<float>::V a, Simd<float>::V b) { return prefix##_min_ps(a, b); }     \
+  inline Simd<double>::V vmin(Simd<double>::V a, Simd<double>::V b) { return prefix##_min_pd(a, b); }
+#if MASKPREP_VECTOR_BYTES == 64
+MASKPREP_MAX_MIN(_mm512)
+#elif MASKPREP_VECTOR_BYTES == 32
+MASKPREP_MAX_MIN(_mm256)
+#else
+MASKPREP_MAX_MIN(_mm)
+#endif
+#undef MASKPREP_MAX_MIN
+#else
 template <class V>
 inline V vmax(V a, V b) {
   return a > b ? a : b;
 }
+template <class V>
+inline V vmin(V a, V b) {
+  return a < b ? a : b;
+}
+#endif
 
 template <class T>
 inline T neg_inf() {
@@ -102,6 +131,7 @@ inline int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
+constexpr int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 inline float exp2s(float x) { return ::exp2f(x); }
@@ -135,14 +165,15 @@ struct Exp2Consts<double> {
   static constexpr double lo = -1022.0, hi = 1023.0, magic = 6755399441055744.0;  // 1.5 * 2^52
 };
 
-template <class T>
+// NONPOSITIVE: the caller's x is at most 0 up to rounding (or NaN), as the forward's exponents are (scores less their
+// row's maximum): no clamp at the top, one operation fewer on the ports the FMAs need.
+template <class T, bool NONPOSITIVE = false>
 inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
   using V = typename Simd<T>::V;
   using I = typename Simd<T>::I;
   using C = Exp2Consts<T>;
   const V lo = splat<V>(C::lo), hi = splat<V>(C::hi), magic = splat<V>(C::magic);
-  V xc = x < lo ? lo : x;
-  xc = xc > hi ? hi : xc;
+  const V xc = NONPOSITIVE ? vmax(lo, x) : vmin(hi, vmax(lo, x));  // lo and hi first: a NaN x stays NaN
   const V r = xc + magic;
   const V f = xc - (r - magic);
   constexpr Exp2Taylor<C::degree> taylor{};
@@ -215,6 +246,36 @@ constexpr int bit_reverse(int i, int W) {
   int r = 0;
   for (int b = 1; b < W; b <<= 1, i >>= 1) r = (r << 1) | (i & 1);
   return r;
+}
+
+// Lane l of row i (first) or row i + b (else) after rows i and i + b (i & b == 0) swap their off-diagonal blocks of b
+// lanes, as an index into the two rows' lanes: one step of an in-register transpose.
+constexpr int swap_lane(int l, int b, int W, bool first) {
+  return first ? ((l & b) ? W + l - b : l) : ((l & b) ? W + l : l + b);
+}
+
+template <class V, int W, int B, int... I>
+inline void swap_blocks(V& a, V& b, std::integer_sequence<int, I...>) {
+#if defined(__clang__) || __GNUC__ >= 12
+  const V x = __builtin_shufflevector(a, b, swap_lane(I, B, W, true)...);
+  b = __builtin_shufflevector(a, b, swap_lane(I, B, W, false)...);
+#else
+  typedef decltype(a < b) M;
+  const V x = __builtin_shuffle(a, b, M{swap_lane(I, B, W, true)...});
+  b = __builtin_shuffle(a, b, M{swap_lane(I, B, W, false)...});
+#endif
+  a = x;
+}
+
+// v[0, W) transposed in registers: the rows' off-diagonal blocks of 1, 2, 4, ... lanes swapped in turn.
+template <class T, int B = 1>
+__attribute__((always_inline)) inline void transpose(typename Simd<T>::V* v) {
+  constexpr int W = Simd<T>::W;
+  if constexpr (B < W) {
+    for (int i = 0; i < W; ++i)
+      if (!(i & B)) swap_blocks<typename Simd<T>::V, W, B>(v[i], v[i + B], std::make_integer_sequence<int, W>{});
+    transpose<T, 2 * B>(v);
+  }
 }
 
 // W vectors of partial sums in, one vector out whose lane t is the sum of vector t's lanes: log2(W) levels of
@@ -421,20 +482,20 @@ inline void axpy(T* y, T alpha, const T* x, int64_t n) {
 
 // ------------------------------------------------------------------------------------------------------ products
 
-// One register tile: C[MR][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks] (a_ks = 1:
-// rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb, aligned. The sum
-// starts from zero and is added to C at the end, so that a tile's share is rounded at its own size (as the
-// reference's tile products are), not at the size of everything accumulated before it. Always inlined (into gemm, which
-// is not): left to itself the compiler called it once per register tile.
-template <class T, bool ACC>
+// One register tile: C[ROWS][NV * W] (ACC: +=) sum_k A(r, k) * B(k, :), where A(r, k) = a[r * a_rs + k * a_ks]
+// (a_ks = 1: rows of A; a_rs = 1: A is the transpose of what a points to) and row k of B starts at b + k * ldb,
+// aligned. The sum starts from zero and is added to C at the end, so that a tile's share is rounded at its own size
+// (as the reference's tile products are), not at the size of everything accumulated before it. Always inlined (into
+// gemm, which is not): left to itself the compiler called it once per register tile.
+template <class T, bool ACC, int ROWS>
 __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __restrict a, int64_t a_rs, int64_t a_ks,
                                                          const T* __restrict b, int64_t ldb, T* __restrict c,
                                                          int64_t ldc) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
-  V acc[MR][NV];
+  V acc[ROWS][NV];
 #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
+  for (int r = 0; r < ROWS; ++r)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[r][j] = V{};
   for (int64_t k = 0; k < K; ++k) {
@@ -443,14 +504,14 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
     for (int j = 0; j < NV; ++j) bk[j] = load<V>(b + k * ldb + j * W);
     const T* ak = a + k * a_ks;
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
+    for (int r = 0; r < ROWS; ++r) {
       const T ar = ak[r * a_rs];
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[r][j] += ar * bk[j];
     }
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
+  for (int r = 0; r < ROWS; ++r)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) store(c + r * ldc + j * W, ACC ? load<V>(c + r * ldc + j * W) + acc[r][j] : acc[r][j]);
 }
@@ -460,6 +521,10 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
 // price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
 // (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
 // masked elements; a register tile that takes none is left as it is (its callers read no such tile of scores).
+// Each WIDE_BLOCK rows (a multiple of both WR and MR) whose groups of MR rows take the same blocks run as register
+// tiles of WR rows: where the register file holds more accumulators than MR rows take, the FMA latency has more
+// independent sums to hide behind (AVX2: 6 x 2 vectors, 12 accumulators, against 4 x 2's 8 for two FMA pipes of
+// latency 4). The rows of a register tile never change a sum's order.
 // Not inlined: inside the forward's unit function the loop over K of P V had no registers left for A's row offsets
 // and reloaded them from the stack on every step (AVX2; a forward 12-17% slower).
 constexpr int64_t KB = MASKPREP_KB;
@@ -470,28 +535,54 @@ constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
 #endif
 constexpr int64_t STRIP = MASKPREP_STRIP;  // rows of a tile the forward takes through scores, softmax and P V at once
 static_assert(STRIP % MR == 0, "strips of whole register tiles");
-inline uint64_t all_blocks(int64_t, int64_t) { return ALL_BLOCKS; }
+#ifndef MASKPREP_WIDE_ROWS
+#define MASKPREP_WIDE_ROWS MASKPREP_MICRO_ROWS
+#endif
+constexpr int WR = MASKPREP_WIDE_ROWS;
+constexpr int64_t WIDE_BLOCK = WR * MR / gcd(WR, MR);
+struct AllBlocks {  // a type of its own, not a function pointer: the products' calls of it fold away
+  uint64_t operator()(int64_t, int64_t) const { return ALL_BLOCKS; }
+};
 
-template <class T, bool ACC, class Blocks = uint64_t (*)(int64_t, int64_t)>
+// The K blocks that `take` names of one register tile of ROWS rows (gemm's loop over K).
+template <class T, bool ACC, int ROWS>
+__attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint64_t take, const T* a, int64_t a_rs,
+                                                                int64_t a_ks, const T* b, int64_t ldb, T* c,
+                                                                int64_t ldc) {
+  bool started = ACC;
+  for (int64_t k = 0, kb = 0; k < K; k += KB, ++kb) {
+    if (kb < 64 && !((take >> kb) & 1)) continue;
+    const int64_t len = K - k < KB ? K - k : KB;
+    if (started)
+      register_tile<T, true, ROWS>(len, a + k * a_ks, a_rs, a_ks, b + k * ldb, ldb, c, ldc);
+    else
+      register_tile<T, false, ROWS>(len, a + k * a_ks, a_rs, a_ks, b + k * ldb, ldb, c, ldc);
+    started = true;
+  }
+}
+
+template <class T, bool ACC, class Blocks = AllBlocks>
 __attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks,
-                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = all_blocks) {
+                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = AllBlocks{}) {
   constexpr int64_t NC = NV * Simd<T>::W;
-  for (int64_t j = 0; j < N; j += NC)
-    for (int64_t i = 0; i < M; i += MR) {
-      const T* ai = a + i * a_rs;
-      T* ci = c + i * ldc + j;
-      const uint64_t take = blocks(i / MR, j / KB);
-      bool started = ACC;
-      for (int64_t k = 0, kb = 0; k < K; k += KB, ++kb) {
-        if (kb < 64 && !((take >> kb) & 1)) continue;
-        const int64_t len = K - k < KB ? K - k : KB;
-        if (started)
-          register_tile<T, true>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
-        else
-          register_tile<T, false>(len, ai + k * a_ks, a_rs, a_ks, b + k * ldb + j, ldb, ci, ldc);
-        started = true;
-      }
+  auto tiles = [&](auto rows, int64_t i0, int64_t i1, int64_t j) {
+    constexpr int R = decltype(rows)::value;
+    for (int64_t i = i0; i < i1; i += R)
+      register_tile_blocks<T, ACC, R>(K, blocks(i / MR, j / KB), a + i * a_rs, a_rs, a_ks, b + j, ldb,
+                                      c + i * ldc + j, ldc);
+  };
+  for (int64_t j = 0; j < N; j += NC) {
+    const int64_t wide_end = M / WIDE_BLOCK * WIDE_BLOCK;
+    for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK) {
+      bool same = true;
+      for (int64_t g = 1; g < WIDE_BLOCK / MR; ++g) same &= blocks(i / MR + g, j / KB) == blocks(i / MR, j / KB);
+      if (same)
+        tiles(std::integral_constant<int, WR>{}, i, i + WIDE_BLOCK, j);
+      else
+        tiles(std::integral_constant<int, MR>{}, i, i + WIDE_BLOCK, j);
     }
+    tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------------ buffers
@@ -615,12 +706,25 @@ struct Call {
 
 // Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tn x Dp), zero past the
 // key extent and past D (every element written: the buffers are not zeroed beforehand).
+
+// The transposed ones in W x W blocks of whole keys and whole vectors of D through registers (element by element,
+// the packing of K^T was 3% of shared_question's forward at 4096 on AVX2), the rest element by element.
 template <class T>
 void pack_transposed(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tnp) {
+  using V = typename Simd<T>::V;
+  constexpr int W = Simd<T>::W;
+  const int64_t cols_w = cols / W * W, D_w = D / W * W;
+  for (int64_t j = 0; j < cols_w; j += W)
+    for (int64_t d = 0; d < D_w; d += W) {
+      V v[W];
+      for (int t = 0; t < W; ++t) v[t] = load<V>(rows[j + t] + d);
+      transpose<T>(v);
+      for (int t = 0; t < W; ++t) store(dst + (d + t) * tnp + j, v[t]);
+    }
   for (int64_t d = 0; d < Dp; ++d) {
     T* out = dst + d * tnp;
     if (d < D)
-      for (int64_t j = 0; j < cols; ++j) out[j] = rows[j][d];
+      for (int64_t j = d < D_w ? cols_w : 0; j < cols; ++j) out[j] = rows[j][d];
     else
       for (int64_t j = 0; j < cols; ++j) out[j] = 0;
     for (int64_t j = cols; j < tnp; ++j) out[j] = 0;
@@ -664,11 +768,13 @@ void pack_all_keys(Call<T>& c, int threads) {
 
 // ------------------------------------------------------------------------------------------------------ masking
 
-// Applies the plan's mask to a PARTIAL tile's scores: -inf where an element is masked, on the key groups vis names
-// for each row's register tile (tile_visibility; the others are never read). rows: valid query rows of the tile, r0
-// its first plan row; cols: its valid key columns (those past `cols` are set to -inf by the caller).
+// Applies the plan's mask to a PARTIAL tile's scores: -inf where an element is masked, on the key groups `mixed` names
+// for each row's register tile (tile_visibility: visible register tiles that hold a masked element; the others are
+// never read or have nothing to mask). rows: valid query rows of the tile, r0 its first plan row; cols: its valid key
+// columns (those past `cols` are set to -inf by the caller).
 template <class T>
-void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* words, int64_t tn, const uint64_t* vis) {
+void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* words, int64_t tn,
+               const uint64_t* mixed) {
   using V = typename Simd<T>::V;
   using I = typename Simd<T>::I;
   constexpr int W = Simd<T>::W;
@@ -679,7 +785,7 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = r * tn;  // tn and W divide 32 or each other: W bits never straddle a word
     for (int64_t j = 0; j < cols; j += W) {
-      if (!((vis[r / MR] >> (j / KB)) & 1)) {
+      if (!((mixed[r / MR] >> (j / KB)) & 1)) {
         j = (j / KB + 1) * KB - W;  // on to the next key group
         continue;
       }
@@ -694,7 +800,7 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
 
 template <class T>
 void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, const int32_t* iv,
-                    typename Simd<T>::Idx* planar, int64_t tnp, const uint64_t* vis) {
+                    typename Simd<T>::Idx* planar, int64_t tnp, const uint64_t* mixed) {
   using Idx = typename Simd<T>::Idx;
   Idx* lts = planar;
   Idx* lte = planar + tnp;
@@ -711,7 +817,7 @@ void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, co
     const Idx i = static_cast<Idx>(r0 + r);
     T* row = s + r * ld;
     for (int64_t j0 = 0; j0 < cols; j0 += KB) {
-      if (!((vis[r / MR] >> (j0 / KB)) & 1)) continue;
+      if (!((mixed[r / MR] >> (j0 / KB)) & 1)) continue;
       for (int64_t j = j0; j < imin(cols, j0 + KB); ++j) {
         const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
         row[j] = masked ? ninf : row[j];
@@ -723,20 +829,29 @@ void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, co
 // Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KB) for row r and key j (bits:
 // exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KB] bit
 // (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward. Products skip
-// the rest (whose probabilities and score gradients are 0). rows: valid rows of the tile; cols: valid keys.
+// the rest (whose probabilities and score gradients are 0). mixed: those of vis that hold a masked element, the only
+// ones the mask has to touch (about half of shared_question's visible ones at 4096: the others lie wholly inside a
+// document, question or answer). rows: valid rows of the tile; cols: valid keys.
 template <class T>
 void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t payload, int64_t rows, int64_t cols,
-                     uint64_t* vis, uint64_t* vis_t) {
+                     uint64_t* vis, uint64_t* mixed, uint64_t* vis_t) {
   const AttentionProblem& p = c.p;
   const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + KB - 1) / KB;
-  for (int64_t rg = 0; rg < c.tm / MR; ++rg) vis[rg] = 0;
+  for (int64_t rg = 0; rg < c.tm / MR; ++rg) vis[rg] = mixed[rg] = 0;
   if (p.plan.intervals) {
     const int32_t* iv = p.plan.intervals + (g * p.n_k + n * c.tn) * 4;
     const int64_t r0 = m * c.tm, r1 = r0 + rows;
     for (int64_t kg = 0; kg < key_groups; ++kg) {
       int64_t lo = r1, hi = r0;  // rows [lo, hi) bound every visible row of the group's keys
+      uint64_t masked_groups = 0;  // bit rg: a key of the group masks a row of row group rg
       for (int64_t j = kg * KB; j < imin(cols, (kg + 1) * KB); ++j) {
         const int64_t a0 = iv[4 * j], a1 = iv[4 * j + 1], b0 = iv[4 * j + 2], b1 = iv[4 * j + 3];
+        const int64_t ranges[2][2] = {{a0, a1}, {b0, b1}};
+        for (const int64_t* range : ranges) {
+          const int64_t first = imax(range[0], r0), last = imin(range[1], r1) - 1;  // masked rows of the tile
+          if (first <= last)
+            masked_groups |= (uint64_t(2) << ((last - r0) / MR)) - (uint64_t(1) << ((first - r0) / MR));
+        }
         auto masked = [&](int64_t i) { return (a0 <= i && i < a1) || (b0 <= i && i < b1); };
         // the first visible row is r0 or just past a masked range, the last r1 - 1 or just before one
         int64_t first = r1, last = r0 - 1;
@@ -747,6 +862,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
         if (first <= last) lo = imin(lo, first), hi = imax(hi, last + 1);
       }
       for (int64_t rg = (lo - r0) / MR; lo < hi && rg <= (hi - 1 - r0) / MR; ++rg) vis[rg] |= uint64_t(1) << kg;
+      for (int64_t rg = 0; rg < groups; ++rg) mixed[rg] |= ((masked_groups >> rg) & 1) << kg;
     }
   } else {
     const uint32_t* words = p.plan.bit_pool + payload * c.tile_words;
@@ -756,10 +872,13 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
         const int64_t bit = r * c.tn + kg * KB, len = imin(KB, cols - kg * KB);
         uint64_t chunk = words[bit >> 5] >> (bit & 31);
         if ((bit & 31) + len > 32) chunk |= uint64_t(words[(bit >> 5) + 1]) << (32 - (bit & 31));
-        if (len < 64) chunk &= (uint64_t(1) << len) - 1;
+        const uint64_t all = len < 64 ? (uint64_t(1) << len) - 1 : ~uint64_t(0);
+        chunk &= all;
         if (chunk) vis[r / MR] |= uint64_t(1) << kg;
+        if (chunk != all) mixed[r / MR] |= uint64_t(1) << kg;
       }
   }
+  for (int64_t rg = 0; rg < groups; ++rg) mixed[rg] &= vis[rg];
   for (int64_t kg = 0; kg < (c.tnp + KB - 1) / KB; ++kg) {
     vis_t[kg] = 0;
     for (int64_t rg = 0; rg < groups; ++rg)
@@ -771,15 +890,15 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
 // row0: the first of the `rows` rows of the tile that s holds (a multiple of MR), so a strip of a tile is masked alike.
 template <class T>
 void mask_tile(const Call<T>& c, T* s, int64_t row0, int64_t rows, int64_t g, int64_t m, int64_t n, uint8_t kind,
-               int32_t payload, int64_t cols, typename Simd<T>::Idx* planar, const uint64_t* vis) {
+               int32_t payload, int64_t cols, typename Simd<T>::Idx* planar, const uint64_t* mixed) {
   const AttentionProblem& p = c.p;
   if (kind == PARTIAL_TILE) {
     if (p.plan.intervals)
       mask_intervals<T>(s, c.tnp, rows, m * c.tm + row0, cols, p.plan.intervals + (g * p.n_k + n * c.tn) * 4, planar,
-                        c.tnp, vis + row0 / MR);
+                        c.tnp, mixed + row0 / MR);
     else  // row0 * tn is a multiple of 128 bits: MR rows of a multiple of 16 keys
       mask_bits<T>(s, c.tnp, rows, cols, p.plan.bit_pool + payload * c.tile_words + row0 * c.tn / 32, c.tn,
-                   vis + row0 / MR);
+                   mixed + row0 / MR);
   }
   if (cols < c.tnp) {
     const T ninf = neg_inf<T>();
@@ -848,7 +967,7 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
       if (!((seen >> (j0 / KB)) & 1)) continue;
       for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) {
         const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
-        const V e = exp2v<T>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
+        const V e = exp2v<T, true>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
         store(row + j, e);
         sum += e;
       }
@@ -931,7 +1050,7 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
       V sum{};
       for (int64_t t = 0; t < count[i]; t += W) {
         const V x = vmax(load<V>(sc + t), lowest);
-        const V e = exp2v<T>(x * lo + (x * hi - vshift));
+        const V e = exp2v<T, true>(x * lo + (x * hi - vshift));
         const V kept = lane < static_cast<typename Simd<T>::Idx>(count[i] - t) ? e : V{};
         store(sc + t, kept);
         sum += kept;
@@ -976,7 +1095,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     w.l[r] = 0;
   }
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
-  uint64_t vis[256 / MR], vis_t[256 / KB];
+  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KB];
   for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
@@ -984,7 +1103,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     // a PARTIAL tile's register tiles that see nothing are skipped by every product
     const bool partial = p.plan.kind[e] == PARTIAL_TILE;
     const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
-    if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
+    if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
     auto score_blocks = [&](int64_t i, int64_t kg) { return (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0); };
     auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
@@ -1009,7 +1128,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
       } else {
         gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp);
       }
-      mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, vis);
+      mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, mixed);
       online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
       if (partial)
         gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
@@ -1187,7 +1306,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const T* delta = c.delta + bh * Mq;
   const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
   const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
-  uint64_t vis[256 / MR], vis_t[256 / KB];
+  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KB];
   for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
     const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
     std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
@@ -1201,14 +1320,14 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       // as in forward_unit: a PARTIAL tile's register tiles that see nothing are skipped by every product
       const bool partial = p.plan.bwd_kind[e] == PARTIAL_TILE;
       const int32_t payload = p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1;
-      if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, vis_t);
+      if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
       auto score_blocks = [&](int64_t i, int64_t kg) {
         return !partial || (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0);
       };
       auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
       auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KB] : ALL_BLOCKS; };
       gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
-      mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, vis);
+      mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, mixed);
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp, score_blocks);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
