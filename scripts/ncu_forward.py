@@ -1,4 +1,5 @@
-"""One dense or masked forward for Nsight Compute, ours or FlashAttention-4's, or both timed side by side:
+"""One dense or masked forward (or our backward) for Nsight Compute, ours or FlashAttention-4's, or both timed side by
+side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
         python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default} D N H [WORKLOAD]
