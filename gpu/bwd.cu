@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
         }
       }
 
-      score_grads_t(ds, s, delta_s + 2 * t_lane);  // dS^T = P^T (dP^T - delta)
+      score_grads_t(ds, s, ColumnValues{delta_s + 2 * t_lane});  // dS^T = P^T (dP^T - delta)
 
       // dK += dS^T Q (scaled in the epilogue)
 #pragma unroll

@@ -182,8 +182,8 @@ __device__ __forceinline__ void mask_bits_packed_t(unsigned (&p)[KS][4], unsigne
 }
 
 // Probabilities and score gradients from the forward's statistics, in place on the score fragments. Query-major
-// fragments (the dQ kernels) take the values of their two rows; transposed ones (*_t, the dK/dV kernels) read a
-// float2 per pair of query columns from shared memory, `cols` pointing at this thread's first column.
+// fragments (the dQ kernels) take the values of their two rows; transposed ones (*_t, the dK/dV kernels) a float2 per
+// pair of query columns (ColumnValues below).
 
 // P = exp2(S scale log2(e) - LSE log2(e)); masked scores and rows that see no key (LSE +inf) give 0
 template <int N>
@@ -210,7 +210,7 @@ __device__ __forceinline__ void load_cols_t(float2 (&values)[N], ColumnValues co
   for (int j = 0; j < N; ++j) values[j] = cols(j);
 }
 
-// lse: ColumnValues, or a lambda over registers
+// lse (and delta below): ColumnValues, or a lambda over registers
 template <int N, typename Values>
 __device__ __forceinline__ void probabilities_t(float (&s)[N][4], Values lse, float scale_log2) {
 #pragma unroll
@@ -235,11 +235,11 @@ __device__ __forceinline__ void score_grads(float (&dp)[N][4], const float (&p)[
   }
 }
 
-template <int N>
-__device__ __forceinline__ void score_grads_t(float (&dp)[N][4], const float (&p)[N][4], const float* delta_cols) {
+template <int N, typename Values>
+__device__ __forceinline__ void score_grads_t(float (&dp)[N][4], const float (&p)[N][4], Values delta) {
 #pragma unroll
   for (int j = 0; j < N; ++j) {
-    const float2 d = *reinterpret_cast<const float2*>(delta_cols + 8 * j);
+    const float2 d = delta(j);
     dp[j][0] = p[j][0] * (dp[j][0] - d.x);
     dp[j][1] = p[j][1] * (dp[j][1] - d.y);
     dp[j][2] = p[j][2] * (dp[j][2] - d.x);

@@ -18,12 +18,12 @@
 //   shared memory, K-major), so a warp's part of each accumulator is the m16n8 fragment of bwd_common.cuh's *_t
 //   mask helpers (keys in rows, queries in columns); P^T = exp2(S^T scale_log2 - LSE) and dS^T = P^T (dP^T - delta)
 //   packed to 16 bits are the register A operands of dV += P^T dO and dK += dS^T Q, with dO and Q N-major (the
-//   same tiles read transposed, as fwd_sm90.cu reads V). dV's product runs under the dS^T arithmetic.
+//   same tiles read transposed, as fwd_sm90.cu reads V).
 // - one pass (ATOMIC): each consumer also writes its dS^T rows to shared memory (two buffers, used in turn), and
 //   once both have (a named barrier of the two), computes its part of the step's dQ (its 64 rows where BM = 128,
 //   else its half of the columns), dS K over the block's 128 keys with both operands read transposed from shared
-//   memory, stages it (DqChunk order: conflict-free) and
-//   adds it to the float32 accumulator dq_accum with one bulk reduction (cp.reduce.async.bulk);
+//   memory, then issues dK's product and, while it runs, stages dQ (DqChunk order: conflict-free) and adds it to
+//   the float32 accumulator dq_accum with one bulk reduction (cp.reduce.async.bulk; FlashAttention-4's order);
 //   bwd_dq_convert_sm90_kernel then scales and converts it. So S^T and dP^T are computed once per tile: five
 //   products where the two passes take seven.
 //
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       wgmma_wait<0>();
       pin_registers(dp);
 
-      score_grads_t(dp, s, delta_s + values());  // dS^T = P^T (dP^T - delta)
+      score_grads_t(dp, s, ColumnValues{delta_s + values()});  // dS^T = P^T (dP^T - delta)
 
       // P^T and dS^T packed to 16 bits: the float ones are dead by then
       pack_a_operand<T>(p, s);
