@@ -9,9 +9,11 @@
 // at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three warpgroups (384
 // threads), FlashAttention-3's backward with the products transposed:
 // - warpgroup 0 produces K and V (once) and, per step, Q, dO, LSE and delta (two stages) in 128-byte-swizzled
-//   shared memory, and the step's description (rows, dQ chunk, mask group, payload; a negative row ends the walk).
+//   shared memory, a partial bit tile's BM rows (up to D = 128), and the step's description (rows, dQ chunk, mask
+//   group, payload; a negative row ends the walk).
 //   Plans without a node order: one thread and the copy engine (tensor maps for the tiles, bulk copies for the row
-//   values), each stage counted in bytes on its "full" mbarrier, so the producer never waits for its copies.
+//   values and a partial bit tile's rows), each stage counted in bytes on its "full" mbarrier, so the producer never
+//   waits for its copies.
 //   Plans with one: cp.async gathers by the warpgroup, one group per step, announced one group behind. A stage is
 //   refilled after its "empty" mbarrier says both consumers are done with it.
 // - warpgroups 1 and 2 consume, 64 keys each: S^T = K Q^T and dP^T = V dO^T (wgmma m64nBMk16, both operands in
@@ -33,7 +35,8 @@
 //
 // Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x DS each) + two
 // stages of Q and dO (BM x DS each) + (ATOMIC) two dS^T buffers (128 x BM) and the consumers' dQ chunks (64 x
-// DQ_COLUMNS floats each) + two stages of the BM LSE and delta values + 128 (step descriptions, mbarriers).
+// DQ_COLUMNS floats each) + two stages of the BM LSE and delta values + (up to D = 128) two stages of a bit tile's BM
+// rows (BITS_BYTES) + 128 (step descriptions, mbarriers).
 //
 // bwd_dq_sm90_kernel: one CTA per (query block, head, batch) over the forward CSR, fwd_sm90.cu's structure (three
 // warpgroups, 384 threads):
@@ -95,7 +98,7 @@ constexpr bool WIDE = D > 128;
 template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
 // dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk
-// of 128 threads for perm plans: 40 spill 28 bytes there, which the one pass's consumers need) and of the consumers
+// of 128 threads for perm plans: 40 spill 32 bytes there, which the one pass's consumers need) and of the consumers
 // (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), in
 // one pass dQ's part, 32 (64 wide): 224 spill 56 bytes there). setmaxnreg.inc waits until the registers the
 // producer's setmaxnreg.dec freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168:
@@ -132,6 +135,13 @@ template <int D>
 constexpr int DQ_BYTES = 64 * DQ_COLUMNS<D> * 4;
 template <int D>
 constexpr bool DQ_IN_STEP = D == 256;
+// the step's rows of a bit tile (BM x KEY_BLOCK bits), staged with Q and dO where two stages fit (up to D = 128; 384
+// bytes are left at D = 192 and 256, whose consumers read them from the pool): the consumers' reads of a partial
+// step's bits then wait on shared memory, not on L2, which the dQ reductions keep busy
+template <int D>
+constexpr bool BITS_STAGED = !WIDE<D>;
+template <int D>
+constexpr int BITS_BYTES = BITS_STAGED<D> ? STEP_ROWS<D> * KEY_BLOCK<D> / 8 : 0;
 
 // mbarriers: K and V landed; a stage's step landed; a stage released by both consumers
 enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, BARRIERS = 5 };
@@ -198,7 +208,8 @@ constexpr int BWD_SM90_SMEM_BYTES =
     sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
     (ATOMIC || sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
     (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
-    (ATOMIC && !sm90_bwd::DQ_IN_STEP<D> ? 2 * sm90_bwd::DQ_BYTES<D> : 0) + sm90_bwd::ROW_VALUES_BYTES<D> + 128;
+    (ATOMIC && !sm90_bwd::DQ_IN_STEP<D> ? 2 * sm90_bwd::DQ_BYTES<D> : 0) + sm90_bwd::ROW_VALUES_BYTES<D> +
+    2 * sm90_bwd::BITS_BYTES<D> + 128;
 
 // bwd_dq_sm90_smem_bytes in backends/cuda/bwd.py
 template <int D>
@@ -236,11 +247,16 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned sP = sdS + (ATOMIC || W ? 2 * DSB : 0);  // [2] buffers (wide)
   const unsigned sdQ = sP + (W ? 2 * DSB : 0);              // [2] consumers (one pass, but DQ_IN_STEP)
   const unsigned sRows = sdQ + (ATOMIC && !IN_STEP ? 2 * DQ_BYTES<D> : 0);  // [2] stages of BM LSE, then [2] of delta
-  const unsigned sSteps = sRows + ROW_VALUES_BYTES<D>;  // [2] int4 step descriptions
+  const unsigned sBits = sRows + ROW_VALUES_BYTES<D>;     // [2] stages of a bit tile's step rows (BITS_STAGED)
+  const unsigned sSteps = sBits + 2 * BITS_BYTES<D>;      // [2] int4 step descriptions
   const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D, ATOMIC> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
+  // a step's rows (from row0) of the bit tile payload in the pool
+  auto step_bits = [&](int payload, int row0) {
+    return bit_pool + (long long)payload * (TILE_M * KB / 32) + row0 % TILE_M * (KB / 32);
+  };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
   // the CTA's batch, KV head and key block; each warpgroup computes them after its register reallocation (live
@@ -331,7 +347,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
             const int c = tid - BM / 4;
             cp_async_16(sRows + ((2 + stage) * BM + c * 4) * 4, delta + values + c * 4, true);
           }
-          if (tid == 0) steps[stage] = describe(row0);
+          const int4 here = describe(row0);
+          if (MASK == MASK_BITS && BITS_STAGED<D> && here.w >= 0) {
+            for (int c = tid; c < BITS_BYTES<D> / 16; c += 128) {
+              cp_async_16(sBits + stage * BITS_BYTES<D> + c * 16, step_bits(here.w, row0) + c * 4, true);
+            }
+          }
+          if (tid == 0) steps[stage] = here;
         } else if (tid == 0) {
           steps[stage] = end_of_walk;
         }
@@ -359,13 +381,16 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         }
         const int h = h_first + head;
         const int row0 = m_block * TILE_M + step * BM;
-        steps[stage] = describe(row0);
-        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * BM * 4);
+        const int4 here = describe(row0);
+        steps[stage] = here;
+        const bool bits = MASK == MASK_BITS && BITS_STAGED<D> && here.w >= 0;
+        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * BM * 4 + (bits ? BITS_BYTES<D> : 0));
         tma_load_tile<BM, D>(sQ + stage * STEP, &q_map, row0, h, b, full);
         tma_load_tile<BM, D>(sdO + stage * STEP, &do_map, row0, h, b, full);
         const long long values = row_values(row0);
         bulk_load(sRows + stage * BM * 4, lse_log2 + values, BM * 4, full);
         bulk_load(sRows + (2 + stage) * BM * 4, delta + values, BM * 4, full);
+        if (bits) bulk_load(sBits + stage * BITS_BYTES<D>, step_bits(here.w, row0), BITS_BYTES<D>, full);
       }
     }
     return;
@@ -521,8 +546,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       pack_a_operand<T>(p, s);
       pack_a_operand<T>(ds, dp);
       if (MASK == MASK_BITS && partial) {
-        mask_bits_packed_t<KB>(p, ds, bit_pool + (long long)payload * (TILE_M * KB / 32),
-                               row_step + query_lo + 2 * t_lane, tile_key);
+        const unsigned* tile_bits = BITS_STAGED<D>
+                                        ? reinterpret_cast<const unsigned*>(generic(sBits + stage * BITS_BYTES<D>))
+                                        : step_bits(payload, row0);
+        mask_bits_packed_t<KB>(p, ds, tile_bits, query_lo + 2 * t_lane, tile_key);
       }
       float acc_dq[DQ_FRAGMENTS][4];
       const unsigned buffer = (ds_turn & 1) * DSB;  // the other consumer may still read the previous turn's

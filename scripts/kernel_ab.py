@@ -2,7 +2,7 @@
 against the installed sources (the working tree), in turns, on the same cases and inputs.
 
     git archive HEAD gpu | tar -x -C .whl/base     # on the host: the GPU machine's copy of the tree has no history
-    python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward] [--only SUBSTRING]
+    python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward] [--only SUBSTRINGS]
 
 Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), the baseline must run
 its own package: install the baseline tree elsewhere and name it with ``--base-site`` (the baseline's process then
@@ -41,7 +41,8 @@ FORWARD = [
     ("bigbird", 16384, 16, 128),
     ("shared_question", 16384, 16, 128),
 ]
-BACKWARD = FORWARD[:2] + FORWARD[4:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128)]
+BACKWARD = FORWARD[:2] + FORWARD[4:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128),
+                                        ("graph_rcm", 16384, 16, 128)]
 
 
 def time_cases(backward: bool, only: str) -> dict:
@@ -63,7 +64,7 @@ def time_cases(backward: bool, only: str) -> dict:
         runs.append(("bwd deterministic full 16k D=128", "full", 16384, 16, 128, True))
     times = {}
     for label, workload, n, h, d, deterministic in runs:
-        if only not in label:
+        if not any(part in label for part in only.split(",")):
             continue
         plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16))
         q, k, v, do = inputs(4, (1, h, n, d), bf16, np.random.default_rng(0))
@@ -82,7 +83,8 @@ def main():
     parser.add_argument("folders", nargs="+", help="folders of .cu / .cuh files: the baseline, then any variants")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backward", action="store_true")
-    parser.add_argument("--only", default="", help="time only the cases whose label contains this")
+    parser.add_argument("--only", default="",
+                        help="time only the cases whose label contains this (or one of several, comma-separated)")
     parser.add_argument("--base-site", help="a folder the baseline's maskattn package is installed in")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -109,7 +111,8 @@ def main():
             if done.returncode != 0:
                 sys.exit(f"{side} round {round_} failed:\n{done.stderr[-3000:]}")
             results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"round {round_} {side} done", file=sys.stderr, flush=True)
+            # each side's times as they come, so that a run cut short by a time limit keeps what it measured
+            print(f"round {round_} {side}: {json.dumps(results[side][-1])}", file=sys.stderr, flush=True)
     print(json.dumps(results), file=sys.stderr)
     names = list(sides)
     print(f"| case ({args.rounds} rounds, ms) | " + " | ".join(names) + " | "

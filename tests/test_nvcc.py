@@ -65,7 +65,7 @@ def _with_perm(config):
 
 _PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM = (
     _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192))
-# bwd_sm90.cu's one pass (MASKATTN_ONE_PASS); its perm plans' producer spills 28 bytes at D = 128 and 4 at D = 256
+# bwd_sm90.cu's one pass (MASKATTN_ONE_PASS); its perm plans' producer spills 32 bytes at D = 128 and 4 at D = 256
 # (the register budgets in bwd_sm90.cu say why), and the two passes' dK/dV kernel for them 4 bytes at D = 96, the
 # only spills allowed there
 _SM90_ONE_PASS = [({**config, "MASKATTN_ONE_PASS": "true"}, no_spill)

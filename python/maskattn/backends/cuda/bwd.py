@@ -90,12 +90,15 @@ def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
     dim 192), two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x
     step rows; one pass or wide) and of P^T (wide), in one pass the consumers' float32 chunks of a step's dQ (64 rows x
     D at 128-row steps, else 64 x width / 2; none at 256, which stages them in the step's tiles), two stages of the
-    step's LSE and delta values, the step descriptions and mbarriers (width: the tiles' padded D, sw128_columns)."""
+    step's LSE and delta values, up to D = 128 two stages of a bit tile's step rows (BITS_STAGED), the step
+    descriptions and mbarriers (width: the tiles' padded D, sw128_columns)."""
     width, wide, keys = sw128_columns(head_dim), head_dim > 128, sm90_tile_n(head_dim)
     rows = sm90_step_rows(head_dim)
     ds_buffers = 2 * (one_pass or wide) + 2 * wide
     dq_chunks = 2 * 64 * (head_dim if rows == 128 else width // 2) * 4 if one_pass and head_dim != 256 else 0
-    return 1024 + (2 * keys + 4 * rows) * width * 2 + ds_buffers * keys * rows * 2 + dq_chunks + 2 * 2 * rows * 4 + 128
+    bits = 0 if wide else 2 * rows * keys // 8
+    return (1024 + (2 * keys + 4 * rows) * width * 2 + ds_buffers * keys * rows * 2 + dq_chunks + 2 * 2 * rows * 4
+            + bits + 128)
 
 
 def dkdv_row_table_bytes(head_dim: int) -> int:
