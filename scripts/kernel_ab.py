@@ -4,13 +4,13 @@ against the installed sources (the working tree), in turns, on the same cases an
     git archive HEAD gpu | tar -x -C .whl/base     # on the host: the GPU machine's copy of the tree has no history
     python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward] [--only SUBSTRINGS]
 
-Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), the baseline must run
-its own package: install the baseline tree elsewhere and name it with ``--base-site`` (the baseline's process then
-imports maskattn from there, with the kernel sources installed with it):
+Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), a folder must run with
+its own package: install its tree elsewhere and pair the two with ``--site FOLDER SITE`` (that folder's process then
+imports maskattn from SITE, with the kernel sources installed with it; repeat for several, e.g. to bisect commits):
 
-    git archive HEAD meson.build pyproject.toml python src gpu | tar -x -C .whl/basetree    # on the host
-    pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree
-    python3 scripts/kernel_ab.py .whl/basetree/gpu --base-site /tmp/base_site --backward
+    git archive HEAD meson.build pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/basetree
+    pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree   # on the GPU
+    python3 scripts/kernel_ab.py .whl/basetree/gpu --site .whl/basetree/gpu /tmp/base_site --backward
 
 Each round runs one process per folder (the baseline first, any variants, then the tree;
 ``MASKATTN_KERNEL_SOURCES`` points the kernels at a folder), timing every case with CUDA events (median of 20
@@ -85,7 +85,8 @@ def main():
     parser.add_argument("--backward", action="store_true")
     parser.add_argument("--only", default="",
                         help="time only the cases whose label contains this (or one of several, comma-separated)")
-    parser.add_argument("--base-site", help="a folder the baseline's maskattn package is installed in")
+    parser.add_argument("--site", nargs=2, action="append", default=[], metavar=("FOLDER", "SITE"),
+                        help="run FOLDER's side with the maskattn package installed in SITE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -95,13 +96,17 @@ def main():
     for folder in folders:
         if not os.path.isfile(os.path.join(folder, "fwd_sm90.cu")):
             sys.exit(f"{folder} holds no fwd_sm90.cu: not a kernel-source folder")
+    sites = {os.path.abspath(folder): site for folder, site in args.site}
+    for folder in sites:
+        if folder not in folders:
+            sys.exit(f"--site names {folder}, which is not one of the folders")
     sides = {os.path.relpath(folder): folder for folder in folders} | {"tree": None}
     results = {side: [] for side in sides}
     for round_ in range(args.rounds):
         for side, folder in sides.items():
             env = {key: value for key, value in os.environ.items() if key != "MASKATTN_KERNEL_SOURCES"}
-            if args.base_site and folder == folders[0]:
-                env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.base_site, env.get("PYTHONPATH")]))
+            if folder in sites:
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [sites[folder], env.get("PYTHONPATH")]))
             elif folder is not None:
                 env["MASKATTN_KERNEL_SOURCES"] = folder
             command = [sys.executable, __file__, folders[0], "--worker", "--only", args.only]

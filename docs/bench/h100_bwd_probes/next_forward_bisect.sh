@@ -1,0 +1,21 @@
+# Not yet run: the bisect of the dense D = 128 forward's suspected regression (performance.md, "Suspected regression").
+# On the host, from the project root, first:
+#   for c in 8678ef7 2f9e4b4 6c81316 614f262 a020d6b e5ffb47; do mkdir -p .whl/bisect/$c && git archive $c meson.build \
+#     pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/bisect/$c; done
+# then one device call (carry .whl): each commit installed in its own site, timed in turns against the tree.
+set -uo pipefail
+export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
+export PYTHONPATH=/tmp/site
+python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+COMMITS="8678ef7 2f9e4b4 6c81316 614f262 a020d6b e5ffb47"
+for c in $COMMITS; do
+  python3 -m pip install --no-build-isolation --no-deps --no-index -q --target /tmp/site_$c .whl/bisect/$c > $OUT/build_$c.log 2>&1 &
+done
+wait; echo "built $(date +%T)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+cd scripts
+FOLDERS=""; SITES=""
+for c in $COMMITS; do FOLDERS="$FOLDERS ../.whl/bisect/$c/gpu"; SITES="$SITES --site ../.whl/bisect/$c/gpu /tmp/site_$c"; done
+timeout 480 python3 kernel_ab.py $FOLDERS $SITES --only "fwd full 16k D=128,fwd causal 16k D=128,fwd full 8k D=64" \
+  --rounds 3 > $OUT/bisect.md 2> $OUT/bisect.log
+echo "ab rc $? $(date +%T)"; cat $OUT/bisect.md
