@@ -19,3 +19,7 @@ for c in $COMMITS; do FOLDERS="$FOLDERS ../.whl/bisect/$c/gpu"; SITES="$SITES --
 timeout 480 python3 kernel_ab.py $FOLDERS $SITES --only "fwd full 16k D=128,fwd causal 16k D=128,fwd full 8k D=64" \
   --rounds 3 > $OUT/bisect.md 2> $OUT/bisect.log
 echo "ab rc $? $(date +%T)"; cat $OUT/bisect.md
+# Also ready (not yet run): next_red_v4_untested.diff, the one pass adding dQ from registers with red.global.add.v4.f32
+# (no staging, no barrier, no bulk groups below D = 256); a variant folder for kernel_ab.py:
+#   mkdir -p .whl/red && git archive HEAD gpu | tar -x -C .whl/red && patch -d .whl/red -p1 < docs/bench/h100_bwd_probes/next_red_v4_untested.diff
+#   python3 scripts/kernel_ab.py .whl/base/gpu .whl/red/gpu --backward --only "bwd full 16k D=128,bwd causal 16k D=128,bwd full 8k D=64,bwd bigbird"
