@@ -2,7 +2,11 @@
 # On the host, from the project root, first:
 #   for c in 8678ef7 2f9e4b4 6c81316 614f262 a020d6b e5ffb47; do mkdir -p .whl/bisect/$c && git archive $c meson.build \
 #     pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/bisect/$c; done
-# then one device call (carry .whl): each commit installed in its own site, timed in turns against the tree.
+#   mkdir -p .whl/krel && git archive fwd-k-release gpu | tar -x -C .whl/krel    # the candidate fix (branch), main's host side
+# then one device call (carry .whl): each commit installed in its own site, and the candidate, timed in turns against
+# the tree. The candidate: since 614f262 a FULL entry's K stage is released after the softmax's row maxima (SASS:
+# ~130 instructions after S's wait at D = 128, where 2f9e4b4 released it right after); branch fwd-k-release moves it
+# back (test_nvcc's fwd_sm90 configurations pass; GPU tests and racecheck not yet run).
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
@@ -16,6 +20,7 @@ wait; echo "built $(date +%T)"; nvidia-smi --query-gpu=name,driver_version --for
 cd scripts
 FOLDERS=""; SITES=""
 for c in $COMMITS; do FOLDERS="$FOLDERS ../.whl/bisect/$c/gpu"; SITES="$SITES --site ../.whl/bisect/$c/gpu /tmp/site_$c"; done
+FOLDERS="$FOLDERS ../.whl/krel/gpu"  # the baseline is 8678ef7 (the first folder)
 timeout 480 python3 kernel_ab.py $FOLDERS $SITES --only "fwd full 16k D=128,fwd causal 16k D=128,fwd full 8k D=64" \
   --rounds 3 > $OUT/bisect.md 2> $OUT/bisect.log
 echo "ab rc $? $(date +%T)"; cat $OUT/bisect.md
