@@ -126,9 +126,10 @@ __device__ __forceinline__ void mask_interval_t(float (&s)[NB][4], const int2* _
   }
 }
 
-// tile_bits: the entry's TILE_M x TILE_N bit tile (layout as in mask.cuh). local_key: the thread's first key inside
-// the tile. The thread's two keys, local_key and local_key + 8, share one word (local_key % 16 < 8): bits 0 and 8 of
-// (*this)(row) say whether query row `row` of the tile sees them. Bits past n_q and n_k are 0.
+// tile_bits: the entry's TILE_M x TILE_N bit tile (layout as in mask.cuh), or its rows from a step's first (row 0
+// then being that step's first). local_key: the thread's first key inside the tile. The thread's two keys, local_key
+// and local_key + 8, share one word (local_key % 16 < 8): bits 0 and 8 of (*this)(row) say whether query row `row`
+// sees them. Bits past n_q and n_k are 0.
 template <int TILE_N>
 struct KeyBits {
   const unsigned* column;

@@ -9,8 +9,9 @@ side:
 The profiled range is one call after three warm-ups (``--profile-from-start off``), so only that call's kernels are
 measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``)
 at the training tile, ``ours_192`` at the forward-only tile (``tile_for(..., training=False)``: 192 x 128 at D <= 64
-on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at the training tile; ``fa4_128`` / ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the
-128 x 128 tile or at its own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
+on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at the training tile; ``fa4_128`` /
+``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the 128 x 128 tile or at its
+own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``). ``time``: triton's ``do_bench`` medians of those that apply, in one process.
 bf16, B = 1, H heads of D over N tokens.
 """
