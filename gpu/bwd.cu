@@ -143,9 +143,10 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
   const int kgroup = warp % KGROUPS, dpart = warp / KGROUPS;
-  const int b = blockIdx.x / kv_heads, kv_head = blockIdx.x % kv_heads;
+  const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, n_levels);
+  const int b = cta_of.head_group / kv_heads, kv_head = cta_of.head_group % kv_heads;
   const int h_first = kv_head * heads_per_kv;
-  const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + blockIdx.y];
+  const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + cta_of.rank];
   const int key0 = n_block * TILE_N;
   const int key = key0 + kgroup * 16 + g_lane;  // this thread's keys: key, key + 8
   const bool past_keys = key0 + TILE_N > n_k;
@@ -420,9 +421,10 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(MASKATTN_BWD_DQ_P
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
-  const int b = blockIdx.x / heads, h = blockIdx.x % heads;
+  const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, m_levels);
+  const int b = cta_of.head_group / heads, h = cta_of.head_group % heads;
   const int group = b * group_sb + h * group_sh;
-  const int m_block = m_order[(long long)group * n_mblocks + blockIdx.y];
+  const int m_block = m_order[(long long)group * n_mblocks + cta_of.rank];
   const int row0 = m_block * TILE_M;
   const int warp_row0 = row0 + warp * 16;
   const bool warp_active = warp_row0 < n_q;
@@ -439,7 +441,7 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(MASKATTN_BWD_DQ_P
   cp_async_commit();
 
   // the thread's rows warp_row0 + g_lane (+ 8); rows are padded to whole query blocks
-  const long long row_at = (long long)blockIdx.x * n_q_pad + warp_row0 + g_lane;
+  const long long row_at = (long long)cta_of.head_group * n_q_pad + warp_row0 + g_lane;
   const float lse_row[2] = {lse_log2[row_at], lse_log2[row_at + 8]};
   const float delta_row[2] = {delta[row_at], delta[row_at + 8]};
 

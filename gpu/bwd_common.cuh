@@ -31,7 +31,7 @@
       int heads, int heads_per_kv, int kv_heads, int n_q, int n_k, int n_q_pad, int group_sb, int group_sh,       \
       int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr, const int* __restrict__ row_idx,       \
       const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,                                 \
-      const int* __restrict__ bwd_payload_idx, MASKATTN_BWD_PAYLOAD_AND_SCALES
+      const int2* __restrict__ n_levels, const int* __restrict__ bwd_payload_idx, MASKATTN_BWD_PAYLOAD_AND_SCALES
 
 // dQ: the forward CSR (key blocks per query block)
 #define MASKATTN_BWD_DQ_PARAMS                                                                                     \
@@ -39,7 +39,8 @@
       MASKATTN_BWD_INPUT_STRIDES, long long dq_sb, long long dq_sh, long long dq_sn, int heads, int heads_per_kv, \
       int n_q, int n_k, int n_q_pad, int group_sb, int group_sh, int n_mblocks, int n_nblocks,                    \
       const long long* __restrict__ row_ptr, const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, \
-      const int* __restrict__ m_order, const int* __restrict__ payload_idx, MASKATTN_BWD_PAYLOAD_AND_SCALES
+      const int* __restrict__ m_order, const int2* __restrict__ m_levels, const int* __restrict__ payload_idx,     \
+      MASKATTN_BWD_PAYLOAD_AND_SCALES
 
 namespace maskattn {
 

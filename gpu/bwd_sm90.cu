@@ -4,10 +4,10 @@
 //
 // bwd_dkdv_sm90_kernel:
 // Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
-// dO, K and V (tma.cuh) at the end: blockIdx.x = b * kv_heads + kv_head, blockIdx.y the key block's rank in
-// n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows a step (STEP_ROWS: 128
-// at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three warpgroups (384
-// threads), FlashAttention-3's backward with the products transposed:
+// dO, K and V (tma.cuh) at the end: common.cuh's plan_cta gives the CTA its head group b * kv_heads + kv_head and
+// its key block's rank in n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows
+// a step (STEP_ROWS: 128 at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three
+// warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
 // - warpgroup 0 produces K and V (once) and, per step, Q, dO, LSE and delta (two stages) in 128-byte-swizzled
 //   shared memory, a partial bit tile's BM rows (up to D = 128), and the step's description (rows, dQ chunk, mask
 //   group, payload; a negative row ends the walk).
@@ -265,8 +265,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     int b, kv_head, h_first, n_block, key0;
   };
   auto where = [&]() {
-    const int b = blockIdx.x / kv_heads, kv_head = blockIdx.x % kv_heads, h_first = kv_head * heads_per_kv;
-    const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + blockIdx.y];
+    const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, n_levels);
+    const int b = cta_of.head_group / kv_heads, kv_head = cta_of.head_group % kv_heads;
+    const int h_first = kv_head * heads_per_kv;
+    const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + cta_of.rank];
     return Where{b, kv_head, h_first, n_block, n_block * KB};
   };
 
@@ -728,9 +730,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto barrier = [&](int id) { return bars + 8u * id; };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
-  const int b = blockIdx.x / heads, h = blockIdx.x % heads;
+  const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, m_levels);
+  const int b = cta_of.head_group / heads, h = cta_of.head_group % heads;
   const int group = b * group_sb + h * group_sh;
-  const int m_block = m_order[(long long)group * n_mblocks + blockIdx.y];
+  const int m_block = m_order[(long long)group * n_mblocks + cta_of.rank];
   const int row0 = m_block * TILE_M;
   const long long e_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
   const int n_entries = (int)(row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - e_begin);
@@ -767,7 +770,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const int tile_row = 64 * consumer + 16 * warp;  // the warp's first row inside the tile
   const int warp_row0 = row0 + tile_row;
   // the thread's rows warp_row0 + g_lane (+ 8); rows are padded to whole query blocks (+inf, 0)
-  const long long row_at = (long long)blockIdx.x * n_q_pad + warp_row0 + g_lane;
+  const long long row_at = (long long)cta_of.head_group * n_q_pad + warp_row0 + g_lane;
   const float lse_row[2] = {lse_log2[row_at], lse_log2[row_at + 8]};
   const float delta_row[2] = {delta[row_at], delta[row_at + 8]};
 

@@ -162,24 +162,40 @@ __device__ __forceinline__ long long bounded_row_len(const int* __restrict__ col
   return last - first == row_len - 1 ? max(0LL, min(row_len, below)) : row_len;
 }
 
-// A forward CTA's query block rank (in the plan's m_order, heaviest rows first) and head group (b * H / pack +
-// h / pack) on the grid (ranks, head groups, splits). CTAs launch in blockIdx order, x fastest, and the linear index
-// is read rank-major, so that every head group's heaviest query block comes before any head group's second: longest
-// first across heads, as FlashAttention-3's LPT tile scheduler (hopper/tile_scheduler.hpp) orders its tiles. Read
-// head-major (blockIdx.x the rank), the last heads' heaviest rows started late and ran on after the rest: BigBird's
-// global rows at 16k took 25% of the kernel's time that way (H200, docs/performance.md). FlashAttention-3 reads the
-// order in sections of heads whose K and V fit in L2; that measured no better on dense tiles here and lost most of
-// the gain. The index is read through volatile asm: a kernel that calls this again after its key loop recomputes it
-// there instead of keeping it live across the loop, which spilled it at 160 registers.
-struct ForwardCta {
+// A CTA's rank in its plan's CTA order (m_order / n_order, heaviest rows first) and its head group, from its linear
+// index on the grid (blockIdx.x + gridDim.x * blockIdx.y, the order CTAs launch in). The index is read rank by rank,
+// every head group's CTA of a rank before any head group's of the next: longest first across heads, as
+// FlashAttention-3's LPT tile scheduler (hopper/tile_scheduler.hpp) orders its tiles. Read head by head, the last
+// heads' heaviest rows started late and ran on after the rest: BigBird's global rows at 16k took 25% of the forward's
+// time that way (H200, docs/performance.md). But within a run of ranks whose rows have one length (levels, maskprep's
+// rank_levels: [first, end) of each rank's run; null: runs of one rank) the CTAs go head group by head group: they
+// are interchangeable for longest first, and a head's CTAs side by side read its K and V (the backward: Q and dO) from
+// L2 together. Rank by rank throughout (16 heads streamed at once), the dense forward at 16k, D = 128 took 1.04x the
+// time with runs, the one-pass backward 1.05x, BigBird 1.09x and 1.17x (H100; sliding window's forward, whose CTAs
+// are short, 0.97x: the run's extra dependent load). FlashAttention-3 reads the order in sections of heads whose K and
+// V fit in L2: that lost most of BigBird's gain (its few global rows then start late).
+struct PlanCta {
   int rank, head_group;
 };
-__device__ __forceinline__ ForwardCta forward_cta() {
+__device__ __forceinline__ PlanCta plan_cta(unsigned linear, unsigned head_groups, const int2* __restrict__ levels) {
+  unsigned rank = linear / head_groups, head_group = linear % head_groups;
+  if (levels != nullptr) {
+    const int2 run = levels[rank];
+    const unsigned size = run.y - run.x, within = linear - run.x * head_groups;
+    head_group = within / size;
+    rank = run.x + within % size;
+  }
+  return {(int)rank, (int)head_group};
+}
+
+// The forward's CTA on its grid (ranks, head groups, splits). The index is read through volatile asm: a kernel that
+// calls this again after its key loop recomputes it there instead of keeping it live across the loop, which spilled
+// it at 160 registers.
+__device__ __forceinline__ PlanCta forward_cta(const int2* __restrict__ levels) {
   unsigned x, y;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
   asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
-  const unsigned linear = x + gridDim.x * y;  // gridDim.x and .y are below 65536
-  return {(int)(linear / gridDim.y), (int)(linear % gridDim.y)};
+  return plan_cta(x + gridDim.x * y, gridDim.y, levels);  // gridDim.x and .y are below 65536
 }
 
 }  // namespace maskattn
@@ -199,6 +215,6 @@ __device__ __forceinline__ ForwardCta forward_cta() {
       long long v_sh, long long v_sn, long long o_sb, long long o_sh, long long o_sn, int heads, int heads_per_kv, \
       int pack, int num_splits, int n_q, int n_k, int group_sb, int group_sh, int n_mblocks, int n_nblocks,       \
       const long long* __restrict__ row_ptr, const int* __restrict__ col_idx, const unsigned char* __restrict__ kind, \
-      const int* __restrict__ m_order, const int* __restrict__ payload_idx, const unsigned* __restrict__ bit_pool, \
-      const int* __restrict__ intervals, const int* __restrict__ interval_minmax, const int* __restrict__ perm,   \
-      float scale_log2
+      const int* __restrict__ m_order, const int2* __restrict__ m_levels, const int* __restrict__ payload_idx,     \
+      const unsigned* __restrict__ bit_pool, const int* __restrict__ intervals,                                   \
+      const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const int warp_m = warp / KEY_WARPS, warp_key0 = warp % KEY_WARPS * WARP_KEYS;  // row tile; first key in a block
   const int g_lane = lane / 4, t_lane = lane % 4;  // mma fragment row and column pair
   const int head_groups = heads / pack;
-  const ForwardCta cta_of = forward_cta();
+  const PlanCta cta_of = forward_cta(m_levels);
   const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   cp_async_wait<0>();
   __syncthreads();
   // partials: [split][head group][row]
-  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta().head_group;
+  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta(m_levels).head_group;
   T* gO = o + b * o_sb + h * o_sh;
   const PackedRows o_rows{pack, o_sh, o_sn, perm}, lse_rows{pack, n_q, 1, perm};
   float* g_lse = lse + ((long long)b * heads + h) * n_q;

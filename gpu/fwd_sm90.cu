@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
   const int head_groups = heads / pack;
-  const ForwardCta cta_of = forward_cta();
+  const PlanCta cta_of = forward_cta(m_levels);
   const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int group = b * group_sb + h * group_sh;
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
   float inv_sum[2], row_lse[2];
   softmax.finish(scale_log2, inv_sum, row_lse);
-  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta().head_group;
+  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta(m_levels).head_group;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = warp_row0 + g_lane + 8 * half;

@@ -197,4 +197,27 @@ inline void order_by_length(const int64_t* ptr, int64_t groups, int64_t rows, in
   }
 }
 
+// The runs of ranks (places in order, as order_by_length gives it) whose rows have one length in every group:
+// levels[2 r] and levels[2 r + 1] are the first rank of rank r's run and the rank after its last. The kernels start
+// a run's CTAs head by head (rows of one length, interchangeable for heaviest first, so a head's K and V are read by
+// many CTAs at once and stay in L2) and the runs in order. levels is [rows][2].
+inline void order_levels(const int64_t* ptr, const int32_t* order, int64_t groups, int64_t rows, int32_t* levels) {
+  auto length = [&](int64_t g, int64_t rank) {
+    const int64_t* p = ptr + g * (rows + 1);
+    const int32_t row = order[g * rows + rank];
+    return p[row + 1] - p[row];
+  };
+  int64_t first = 0;
+  for (int64_t r = 1; r <= rows; ++r) {
+    bool ends = r == rows;
+    for (int64_t g = 0; g < groups && !ends; ++g) ends = length(g, r) != length(g, r - 1);
+    if (!ends) continue;
+    for (int64_t k = first; k < r; ++k) {
+      levels[2 * k] = static_cast<int32_t>(first);
+      levels[2 * k + 1] = static_cast<int32_t>(r);
+    }
+    first = r;
+  }
+}
+
 }  // namespace maskprep

@@ -23,6 +23,7 @@ cdef extern from "blocks.hpp" namespace "maskprep" nogil:
     vector[uint32_t] dedup_tiles(const vector[uint32_t]& bits, int64_t words, vector[int32_t]& payload) except +
     BlockList transpose(const BlockList& fwd, int64_t groups, int64_t rows, int64_t cols) except +
     void order_by_length(const int64_t* ptr, int64_t groups, int64_t rows, int32_t* order)
+    void order_levels(const int64_t* ptr, const int32_t* order, int64_t groups, int64_t rows, int32_t* levels)
 
 
 cdef extern from "dense_bits.hpp" namespace "maskprep" nogil:
@@ -334,6 +335,29 @@ cdef void _normalize(const int32_t[:, ::1] se, int32_t[:, ::1] out, int64_t n_q,
             lim = j - shift
             out[j, 2] = 0
             out[j, 3] = <int32_t>(0 if lim < 0 else (n if lim > n else lim))
+
+
+def rank_levels(ptr, order):
+    """rank_levels(ptr, order)
+
+    The runs of equal length in a plan's CTA order: ``ptr`` a plan's ``row_ptr`` (G, rows + 1) or ``col_ptr``,
+    ``order`` its ``m_order`` (G, rows) or ``n_order``. Returns int32 (rows, 2): for each rank, the first rank of
+    its run and the rank after the run, where a run is a stretch of ranks whose rows have one length in every group.
+    The CUDA kernels start a run's CTAs head by head.
+    """
+    cdef const int64_t[:, ::1] p = np.ascontiguousarray(ptr, dtype=np.int64)
+    cdef const int32_t[:, ::1] o = np.ascontiguousarray(order, dtype=np.int32)
+    cdef int64_t groups = o.shape[0], rows = o.shape[1]
+    if p.shape[0] != groups or p.shape[1] != rows + 1:
+        raise ValueError(f"ptr of shape {(p.shape[0], p.shape[1])} does not fit an order of shape {(groups, rows)}")
+    out = np.empty((rows, 2), np.int32)
+    cdef int32_t[:, ::1] levels = out
+    if rows and groups:
+        with nogil:
+            order_levels(&p[0, 0], &o[0, 0], groups, rows, &levels[0, 0])
+    elif rows:
+        out[:, 0], out[:, 1] = 0, rows
+    return out
 
 
 def normalize_intervals(startend, int64_t n_q, bint causal):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import maskattn
 from maskattn import masks
+from maskattn._maskprep.plan import rank_levels
 from maskattn.backends.cuda import plans
 from maskattn.plan import PARTIAL, BlockMask
 
@@ -118,3 +119,20 @@ def test_launch_pointers_move_to_a_plan_laid_out_alike():
                       ctypes.c_int32(1200), ctypes.c_uint64(2000), ctypes.c_uint64(999)]
     launcher.move_pointers(1000, 2000, 7000)
     assert [x.value for x in launcher.fixed] == [1500, 7000, 7999, 0, 1200, 2000, 999]
+
+
+@pytest.mark.parametrize("name", ["causal", "document_batch", "graph_rcm_perm"])
+def test_upload_pieces_hold_every_array_at_its_offset(name):
+    mask = (masks.from_graph(np.random.default_rng(1).random((90, 90)) < 0.05, reorder="rcm")
+            if name == "graph_rcm_perm" else BUILDERS[name]())
+    plan = maskattn.compile_mask(mask, (32, 48))
+    assert (plan.perm is not None) == (name == "graph_rcm_perm")
+    pieces, layout = plans.upload_pieces(plan)
+    uploaded = np.concatenate(pieces)
+    added = {"m_levels": rank_levels(plan.row_ptr, plan.m_order), "n_levels": rank_levels(plan.col_ptr, plan.n_order),
+             "perm": plan.perm}
+    assert set(layout) == set(plan.layout) | set(added) - ({"perm"} if plan.perm is None else set())
+    for array, (offset, shape, dtype) in layout.items():
+        assert offset % 16 == 0 and offset + int(np.prod(shape)) * dtype.itemsize <= uploaded.nbytes, array
+        expected = added[array] if array in added else getattr(plan, array)
+        assert np.array_equal(np.ndarray(shape, dtype, uploaded, offset), expected), array

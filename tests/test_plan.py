@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import maskattn
 from maskattn import masks
+from maskattn._maskprep.plan import rank_levels
 from maskattn.plan import FULL, PARTIAL, PLAN_ARRAYS
 
 TILES = [(16, 16), (16, 48), (64, 32), (128, 128), (48, 80), (256, 16)]
@@ -85,6 +86,30 @@ def check_buffer(plan):
     for order, ptr in ((plan.m_order, plan.row_ptr), (plan.n_order, plan.col_ptr)):
         expected = np.argsort(-np.diff(ptr, axis=1), axis=1, kind="stable").astype(np.int32)
         assert order.dtype == np.int32 and np.array_equal(order, expected)
+        check_levels(ptr, order)
+
+
+def check_levels(ptr, order):
+    """rank_levels: the maximal runs of ranks whose rows have one length in every group, each rank given its run."""
+    levels = rank_levels(ptr, order)
+    rows = order.shape[1]
+    assert levels.dtype == np.int32 and levels.shape == (rows, 2)
+    lengths = np.take_along_axis(np.diff(ptr, axis=1), order, axis=1)  # (G, rows), by rank
+    ends = [0] + [r for r in range(1, rows) if np.any(lengths[:, r] != lengths[:, r - 1])] + [rows]
+    expected = np.zeros((rows, 2), np.int32)
+    for first, end in zip(ends, ends[1:]):
+        expected[first:end] = first, end
+    assert np.array_equal(levels, expected)
+
+
+def test_rank_levels_of_uniform_and_mixed_groups():
+    # two groups: rows of one length in both (one run), then lengths that agree only in pairs
+    ptr = np.cumsum([[0, 3, 3, 3, 2, 2, 1], [0, 5, 5, 5, 2, 2, 2]], axis=1)
+    order = np.tile(np.arange(6, dtype=np.int32), (2, 1))
+    assert rank_levels(ptr, order).tolist() == [[0, 3]] * 3 + [[3, 5]] * 2 + [[5, 6]]
+    assert rank_levels(ptr[:1], order[:1]).tolist() == [[0, 3]] * 3 + [[3, 5]] * 2 + [[5, 6]]
+    with pytest.raises(ValueError, match="does not fit an order"):
+        rank_levels(ptr[:, :-1], order)
 
 
 BUILDERS = {

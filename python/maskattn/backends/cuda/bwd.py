@@ -310,7 +310,7 @@ class _BackwardLaunch:
                 (*strides("q", "k", "v", "do", "dk", "dv"),
                  i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                  group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
-                 dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"],
+                 dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"], dp["n_levels"],
                  dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                  scale_log2, f32(scale), *maps("q", "do", "k", "v")))
             if deterministic:
@@ -321,7 +321,7 @@ class _BackwardLaunch:
                     (*strides("q", "k", "v", "do", "dq"),
                      i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                      group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
-                     dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
+                     dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"], dp["m_levels"],
                      dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                      scale_log2, f32(scale), *maps("k", "v", hopper=dq_sm90)))
             else:

@@ -180,7 +180,7 @@ class _ForwardLaunch:
             *(i64(s) for triple in strides for s in triple),
             i32(H), i32(H // Hk), i32(pack), i32(self.num_splits), i32(n_q), i32(n_k),
             i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0), i32(plan.n_mblocks), i32(plan.n_nblocks),
-            dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"],
+            dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"], dp["m_levels"],
             dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
             np.float32(scale * math.log2(math.e)),
         )

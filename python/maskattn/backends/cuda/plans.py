@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ..._maskprep.plan import PlanArrays
+from ..._maskprep.plan import PlanArrays, rank_levels
 from ...plan import FULL, PARTIAL, PLAN_ARRAYS, BlockMask, check_tile
 from .kernels import import_cupy, kernel_source
 from .launch import Launcher
@@ -21,7 +21,9 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     Indexed by BlockMask attribute name (``row_ptr``, ``col_idx``, ``kind``, ``m_order``, ...) it gives CuPy arrays;
     arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. The plan's arrays already lie in one host
     buffer (``plan.buffer``, laid out by the compiler): it travels in one host-to-device copy, with nothing to repack.
-    A plan with a node order also gives ``perm`` (int32), copied after the buffer.
+    Copied after it: ``m_levels`` and ``n_levels`` (int32 (rows, 2), ``rank_levels`` of the CTA orders: the kernels
+    start each run of equal rows head by head; a plan built on the device has none, and its kernels start their CTAs
+    rank by rank) and, for a plan with a node order, ``perm`` (int32).
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
@@ -29,11 +31,7 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     device_id = cupy.cuda.Device().id
     cached = plan._device_cache.get(device_id)
     if cached is None:
-        host, layout = plan.buffer, plan.layout
-        pieces = [host]
-        if plan.perm is not None:  # its size: the buffer's, a multiple of 16
-            pieces.append(np.ascontiguousarray(plan.perm, dtype=np.int32))
-            layout = {**layout, "perm": (host.nbytes, pieces[1].shape, pieces[1].dtype)}
+        pieces, layout = upload_pieces(plan)
         # on a stream of its own (its memory too), waited for: complete before a kernel on any stream reads it,
         # without waiting for the work already queued on the caller's stream
         with _upload_stream(device_id) as stream:
@@ -48,6 +46,22 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     return cached
 
 
+def upload_pieces(plan: BlockMask) -> tuple[tuple[np.ndarray, np.ndarray], dict]:
+    """What :func:`device_plan` copies, in order (the plan's buffer, then a trailer of ``m_levels``, ``n_levels`` and
+    ``perm`` where the plan has one, each at a 16-byte aligned offset), and the layout of the two together."""
+    host, layout = plan.buffer, dict(plan.layout)
+    extra = {"m_levels": rank_levels(plan.row_ptr, plan.m_order), "n_levels": rank_levels(plan.col_ptr, plan.n_order)}
+    if plan.perm is not None:
+        extra["perm"] = np.ascontiguousarray(plan.perm, dtype=np.int32)
+    padded = {name: -(-x.nbytes // 16) * 16 for name, x in extra.items()}
+    trailer, at = np.zeros(sum(padded.values()), np.uint8), 0
+    for name, x in extra.items():
+        trailer[at:at + x.nbytes] = x.reshape(-1).view(np.uint8)
+        layout[name] = (host.nbytes + at, x.shape, x.dtype)  # host.nbytes: a multiple of 16
+        at += padded[name]
+    return (host, trailer), layout
+
+
 class DevicePlan:
     """A plan's arrays in one device buffer, as CuPy views made on first use (each view costs microseconds; a
     launch needs a few of them, the upload none)."""
@@ -60,7 +74,7 @@ class DevicePlan:
         if view is None and name in self.layout:
             offset, shape, dtype = self.layout[name]
             view = self.views[name] = import_cupy().ndarray(shape, dtype, memptr=self.buffer.data + offset)
-        elif name not in PLAN_ARRAYS and name != "perm":
+        elif name not in PLAN_ARRAYS and name not in ("perm", "m_levels", "n_levels"):
             raise KeyError(name)
         return view
 

@@ -1,4 +1,4 @@
-# Not yet run: the bisect of the dense D = 128 forward's suspected regression (performance.md, "Suspected regression").
+# Call 1 (2026-11-27 10:15 UTC, H100): the bisect of the dense D = 128 forward's regression (performance.md, "the dense forward's regression found"; written as next_forward_bisect.sh the session before).
 # On the host, from the project root, first:
 #   for c in 8678ef7 2f9e4b4 6c81316 614f262 a020d6b e5ffb47; do mkdir -p .whl/bisect/$c && git archive $c meson.build \
 #     pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/bisect/$c; done
