@@ -6,7 +6,8 @@ against the installed sources (the working tree), in turns, on the same cases an
 
 Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), a folder must run with
 its own package: install its tree elsewhere and pair the two with ``--site FOLDER SITE`` (that folder's process then
-imports maskattn from SITE, with the kernel sources installed with it; repeat for several, e.g. to bisect commits):
+imports maskattn from SITE, with the kernel sources installed with it; repeat for several, e.g. to bisect commits;
+``--env FOLDER KEY=VALUE`` sets a variable in a folder's process, e.g. a host knob, with a copy of a folder per value):
 
     git archive HEAD meson.build pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/basetree
     pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree   # on the GPU
@@ -87,6 +88,8 @@ def main():
                         help="time only the cases whose label contains this (or one of several, comma-separated)")
     parser.add_argument("--site", nargs=2, action="append", default=[], metavar=("FOLDER", "SITE"),
                         help="run FOLDER's side with the maskattn package installed in SITE")
+    parser.add_argument("--env", nargs=2, action="append", default=[], metavar=("FOLDER", "KEY=VALUE"),
+                        help="set an environment variable in FOLDER's side (repeatable; e.g. a host knob)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -97,9 +100,14 @@ def main():
         if not os.path.isfile(os.path.join(folder, "fwd_sm90.cu")):
             sys.exit(f"{folder} holds no fwd_sm90.cu: not a kernel-source folder")
     sites = {os.path.abspath(folder): site for folder, site in args.site}
-    for folder in sites:
-        if folder not in folders:
-            sys.exit(f"--site names {folder}, which is not one of the folders")
+    envs = {}
+    for folder, setting in args.env:
+        key, _, value = setting.partition("=")
+        envs.setdefault(os.path.abspath(folder), {})[key] = value
+    for option, named in (("--site", sites), ("--env", envs)):
+        for folder in named:
+            if folder not in folders:
+                sys.exit(f"{option} names {folder}, which is not one of the folders")
     sides = {os.path.relpath(folder): folder for folder in folders} | {"tree": None}
     results = {side: [] for side in sides}
     for round_ in range(args.rounds):
@@ -109,6 +117,7 @@ def main():
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [sites[folder], env.get("PYTHONPATH")]))
             elif folder is not None:
                 env["MASKATTN_KERNEL_SOURCES"] = folder
+            env.update(envs.get(folder, {}))
             command = [sys.executable, __file__, folders[0], "--worker", "--only", args.only]
             if args.backward:
                 command.append("--backward")
