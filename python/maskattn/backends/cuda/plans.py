@@ -21,9 +21,9 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     Indexed by BlockMask attribute name (``row_ptr``, ``col_idx``, ``kind``, ``m_order``, ...) it gives CuPy arrays;
     arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. The plan's arrays already lie in one host
     buffer (``plan.buffer``, laid out by the compiler): it travels in one host-to-device copy, with nothing to repack.
-    Copied after it: ``m_levels`` and ``n_levels`` (int32 (rows, 2), ``rank_levels`` of the CTA orders: the kernels
-    start each run of equal rows head by head; a plan built on the device has none, and its kernels start their CTAs
-    rank by rank) and, for a plan with a node order, ``perm`` (int32).
+    Copied after it (:func:`upload_pieces`): ``m_levels`` and ``n_levels`` (int32 (rows, 2), ``rank_levels`` of the
+    CTA orders: the kernels start each run of equal rows head by head; a plan built on the device has none, and its
+    kernels start their CTAs rank by rank) and, for a plan with a node order, ``perm`` (int32).
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
@@ -47,10 +47,16 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
 
 
 def upload_pieces(plan: BlockMask) -> tuple[tuple[np.ndarray, np.ndarray], dict]:
-    """What :func:`device_plan` copies, in order (the plan's buffer, then a trailer of ``m_levels``, ``n_levels`` and
-    ``perm`` where the plan has one, each at a 16-byte aligned offset), and the layout of the two together."""
+    """What :func:`device_plan` copies, in order (the plan's buffer, then a trailer of ``m_levels`` and ``n_levels``
+    where a run holds more than one rank, and ``perm`` where the plan has one, each at a 16-byte aligned offset), and
+    the layout of the two together. Without runs longer than a rank (causal; one query block, as in decode) the kernels
+    get none and skip the load."""
     host, layout = plan.buffer, dict(plan.layout)
-    extra = {"m_levels": rank_levels(plan.row_ptr, plan.m_order), "n_levels": rank_levels(plan.col_ptr, plan.n_order)}
+    extra = {}
+    for name, ptr, order in (("m_levels", plan.row_ptr, plan.m_order), ("n_levels", plan.col_ptr, plan.n_order)):
+        levels = rank_levels(ptr, order)
+        if np.any(levels[:, 1] - levels[:, 0] > 1):
+            extra[name] = levels
     if plan.perm is not None:
         extra["perm"] = np.ascontiguousarray(plan.perm, dtype=np.int32)
     padded = {name: -(-x.nbytes // 16) * 16 for name, x in extra.items()}
