@@ -10,7 +10,9 @@
 # 1. sliding window's forward lost 3.5% to the runs: the run's dependent load at every CTA's start, or the order? The
 #    probe loads the run and ignores it (rank by rank): if it reads ~1.035 on swa, the load is the cost (next: the
 #    runs as kernel parameters); if ~1.0, the order is (next: runs only where they are long enough to share L2).
-# 2. branch device-plan-runs (plans of dense GPU masks carry their runs): its GPU tests, then merge.
+# 2. branch device-plan-runs (plans of dense GPU masks carry their runs): its GPU tests, then merge. Unlike a host
+#    plan's upload, the device cannot leave out runs of one rank without a read-back: a causal GPU mask's kernels then
+#    load runs of one rank (time `bench --sdpa` causal before merging).
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
