@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(TILE_N / 16 * DSPLIT * 32, 1) bwd_dkdv_kernel(
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
   const int kgroup = warp % KGROUPS, dpart = warp / KGROUPS;
-  const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, n_levels);
+  const PlanCta cta_of = backward_cta(n_levels);
   const int b = cta_of.head_group / kv_heads, kv_head = cta_of.head_group % kv_heads;
   const int h_first = kv_head * heads_per_kv;
   const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + cta_of.rank];
@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(TILE_M * 2, 1) bwd_dq_kernel(MASKATTN_BWD_DQ_P
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
-  const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, m_levels);
+  const PlanCta cta_of = backward_cta(m_levels);
   const int b = cta_of.head_group / heads, h = cta_of.head_group % heads;
   const int group = b * group_sb + h * group_sh;
   const int m_block = m_order[(long long)group * n_mblocks + cta_of.rank];

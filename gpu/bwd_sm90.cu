@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     int b, kv_head, h_first, n_block, key0;
   };
   auto where = [&]() {
-    const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, n_levels);
+    const PlanCta cta_of = backward_cta(n_levels);
     const int b = cta_of.head_group / kv_heads, kv_head = cta_of.head_group % kv_heads;
     const int h_first = kv_head * heads_per_kv;
     const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + cta_of.rank];
@@ -730,7 +730,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto barrier = [&](int id) { return bars + 8u * id; };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
-  const PlanCta cta_of = plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, m_levels);
+  const PlanCta cta_of = backward_cta(m_levels);
   const int b = cta_of.head_group / heads, h = cta_of.head_group % heads;
   const int group = b * group_sb + h * group_sh;
   const int m_block = m_order[(long long)group * n_mblocks + cta_of.rank];

@@ -188,6 +188,12 @@ __device__ __forceinline__ PlanCta plan_cta(unsigned linear, unsigned head_group
   return {(int)rank, (int)head_group};
 }
 
+// The backward's CTA on its grid (head groups, ranks): the dK/dV kernels' head groups are KV heads, the dQ kernels'
+// query heads.
+__device__ __forceinline__ PlanCta backward_cta(const int2* __restrict__ levels) {
+  return plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, levels);
+}
+
 // The forward's CTA on its grid (ranks, head groups, splits). The index is read through volatile asm: a kernel that
 // calls this again after its key loop recomputes it there instead of keeping it live across the loop, which spilled
 // it at 160 registers.
