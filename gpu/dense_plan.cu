@@ -6,7 +6,8 @@
 //     1 FULL, 2 PARTIAL) and, for a PARTIAL tile only, its bits into slot `tile` of the bit pool; listed tiles are
 //     counted per query block, per key block and per group with atomics.
 //   dense_plan_fill: one warp per query block (forward CSR) and per key block (backward CSR) turns the counts into
-//     global offsets, the block's place in m_order / n_order, and its entries.
+//     global offsets, the block's place in m_order / n_order, its run of equal blocks there (m_levels / n_levels,
+//     plans of one mask group only), and its entries.
 //
 // The bit pool has one slot per tile, so a PARTIAL entry's payload index is its tile index and neither direction
 // waits for the other: nothing is compacted, deduplicated or copied to the host (docs/internals.md).
@@ -117,14 +118,17 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
 // the next groups * n_nblocks warps the key blocks (backward CSR: col_ptr, row_idx, bwd_kind, bwd_payload_idx,
 // n_order). A block's entries start after every entry of the groups before its own (group_len: the same count in
 // both directions) and of the blocks before it in its group; its place in the order counts the blocks with more
-// entries, and those with as many that come before it (a stable sort, heaviest first).
+// entries, and those with as many that come before it (a stable sort, heaviest first). With one mask group, m_levels
+// and n_levels (else null) take each place's run of blocks with as many entries, [first, end) in the order
+// (maskprep's rank_levels; common.cuh's plan_cta starts a run's CTAs head by head).
 extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     dense_plan_fill(const unsigned char* __restrict__ tile_kind, const int* __restrict__ row_len,
                     const int* __restrict__ col_len, const int* __restrict__ group_len, long long* __restrict__ row_ptr,
                     int* __restrict__ col_idx, unsigned char* __restrict__ kind, int* __restrict__ payload_idx,
                     int* __restrict__ m_order, long long* __restrict__ col_ptr, int* __restrict__ row_idx,
                     unsigned char* __restrict__ bwd_kind, int* __restrict__ bwd_payload_idx,
-                    int* __restrict__ n_order, int groups, int n_mblocks, int n_nblocks) {
+                    int* __restrict__ n_order, int2* __restrict__ m_levels, int2* __restrict__ n_levels, int groups,
+                    int n_mblocks, int n_nblocks) {
   const long long warp = (static_cast<long long>(blockIdx.x) * PLAN_THREADS + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   const long long query_warps = static_cast<long long>(groups) * n_mblocks;
@@ -140,14 +144,18 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
   for (int i = lane; i < g; i += 32) start += group_len[i];
   const int length = len[line];
   long long before = 0;
-  int rank = 0;
+  int heavier = 0, equal = 0, equal_before = 0;
   for (int i = lane; i < lines; i += 32) {
     const int l = len[i];
     if (i < line) before += l;
-    rank += (l > length || (l == length && i < line)) ? 1 : 0;
+    heavier += l > length ? 1 : 0;
+    equal += l == length ? 1 : 0;
+    equal_before += l == length && i < line ? 1 : 0;
   }
   start = warp_sum(start) + warp_sum(before);
-  rank = warp_sum(rank);
+  heavier = warp_sum(heavier);
+  equal = warp_sum(equal);
+  const int rank = heavier + warp_sum(equal_before);
   long long* const ptr = forward ? row_ptr : col_ptr;
   int* const order = forward ? m_order : n_order;
   int* const idx_out = forward ? col_idx : row_idx;
@@ -158,6 +166,8 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     ptr[at] = start;
     if (line == lines - 1) ptr[at + 1] = start + length;
     order[static_cast<long long>(g) * lines + rank] = line;
+    int2* const levels = forward ? m_levels : n_levels;
+    if (levels != nullptr) levels[rank] = make_int2(heavier, heavier + equal);
   }
   const long long group_tiles = static_cast<long long>(g) * n_mblocks * n_nblocks;
   for (int first = 0; first < across; first += 32) {

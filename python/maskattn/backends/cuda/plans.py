@@ -111,10 +111,13 @@ def _upload_stream(device_id: int):
 # (9 bytes a tile in each direction) and the bit pool one slot per tile (tile_m * tile_n / 8 bytes, an eighth of the
 # mask; only PARTIAL tiles' slots are written). A PARTIAL entry's payload index is its tile index, so the pool needs
 # no compaction and the plan no copy to the host: nothing waits for the GPU. Entries past the entry count and the
-# slots of other tiles are never read. After the plan's arrays come the builder's counters and tile kinds.
+# slots of other tiles are never read. A plan of one mask group also has its CTA orders' runs (m_levels, n_levels, as
+# upload_pieces gives a host plan's; with more groups the runs would need every group's lengths, and the kernels start
+# such a plan's CTAs rank by rank). After the plan's arrays come the builder's counters and tile kinds.
 
 _DENSE_ARRAYS = ("row_ptr", "col_idx", "kind", "payload_idx", "col_ptr", "row_idx", "bwd_kind", "bwd_payload_idx",
-                 "m_order", "n_order", "tile_kind", "row_len", "col_len", "group_len", "bit_pool")
+                 "m_order", "n_order", "m_levels", "n_levels", "tile_kind", "row_len", "col_len", "group_len",
+                 "bit_pool")
 _PLAN_THREADS = 256  # PLAN_THREADS in dense_plan.cu
 
 
@@ -127,12 +130,16 @@ def dense_layout(groups: int, n_q: int, n_k: int, tile) -> tuple[dict, int]:
     tiles = groups * m * n
     shapes = {"row_ptr": (groups, m + 1), "col_idx": (tiles,), "kind": (tiles,), "payload_idx": (tiles,),
               "col_ptr": (groups, n + 1), "row_idx": (tiles,), "bwd_kind": (tiles,), "bwd_payload_idx": (tiles,),
-              "m_order": (groups, m), "n_order": (groups, n), "tile_kind": (tiles,), "row_len": (groups * m,),
-              "col_len": (groups * n,), "group_len": (groups,), "bit_pool": (tiles, tile_m * tile_n // 32)}
+              "m_order": (groups, m), "n_order": (groups, n), "m_levels": (m, 2), "n_levels": (n, 2),
+              "tile_kind": (tiles,), "row_len": (groups * m,), "col_len": (groups * n,), "group_len": (groups,),
+              "bit_pool": (tiles, tile_m * tile_n // 32)}
     dtypes = {"tile_kind": np.dtype(np.uint8), "row_len": np.dtype(np.int32), "col_len": np.dtype(np.int32),
-              "group_len": np.dtype(np.int32), **PLAN_ARRAYS}
+              "group_len": np.dtype(np.int32), "m_levels": np.dtype(np.int32), "n_levels": np.dtype(np.int32),
+              **PLAN_ARRAYS}
     layout, size = {}, 0
     for name in _DENSE_ARRAYS:
+        if name in ("m_levels", "n_levels") and groups > 1:
+            continue
         layout[name] = (size, shapes[name], dtypes[name])
         size += -(-int(np.prod(shapes[name])) * dtypes[name].itemsize // 16) * 16
     return layout, size
@@ -214,6 +221,9 @@ def plan_reference(mask, tile) -> np.ndarray:
         v[kinds][:entries.size] = kind[entries]
         v[payload][:entries.size] = np.where(kind[entries] == PARTIAL, entries, -1)
         v[order][:] = np.argsort(-per_line, axis=1, kind="stable")
+    if groups == 1:
+        v["m_levels"][:], v["n_levels"][:] = rank_levels(v["row_ptr"], v["m_order"]), rank_levels(v["col_ptr"],
+                                                                                                   v["n_order"])
     return buffer
 
 
@@ -237,7 +247,7 @@ class _DenseLaunch:
         self.classify = Launcher(classify, (groups * m * n, 1, 1), (_PLAN_THREADS, 1, 1), 0, 6, (
             *(i64(s) for s in strides), i32(mask_heads), i32(n_q), i32(n_k), i32(tile_m), i32(tile_n), i32(m), i32(n)))
         warps = groups * (m + n)
-        self.fill = Launcher(fill, (-(-warps * 32 // _PLAN_THREADS), 1, 1), (_PLAN_THREADS, 1, 1), 0, 14,
+        self.fill = Launcher(fill, (-(-warps * 32 // _PLAN_THREADS), 1, 1), (_PLAN_THREADS, 1, 1), 0, 16,
                              (i32(groups), i32(m), i32(n)))
         self.zero_from, self.zero_to = self.layout["row_len"][0], self.layout["bit_pool"][0]
 
@@ -248,7 +258,8 @@ class _DenseLaunch:
                                                              "group_len")))
         self.fill(stream, *(at[name] for name in ("tile_kind", "row_len", "col_len", "group_len", "row_ptr", "col_idx",
                                                   "kind", "payload_idx", "m_order", "col_ptr", "row_idx", "bwd_kind",
-                                                  "bwd_payload_idx", "n_order")))
+                                                  "bwd_payload_idx", "n_order")),
+                  *(at.get(name, 0) for name in ("m_levels", "n_levels")))
 
 
 @functools.lru_cache(maxsize=64)
