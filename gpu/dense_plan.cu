@@ -6,8 +6,8 @@
 //     1 FULL, 2 PARTIAL) and, for a PARTIAL tile only, its bits into slot `tile` of the bit pool; listed tiles are
 //     counted per query block, per key block and per group with atomics.
 //   dense_plan_fill: one warp per query block (forward CSR) and per key block (backward CSR) turns the counts into
-//     global offsets, the block's place in m_order / n_order, its run of equal blocks there (m_levels / n_levels,
-//     plans of one mask group only), and its entries.
+//     global offsets, the block's place in m_order / n_order, its run there (m_levels / n_levels: blocks of one
+//     length band, plans of one mask group only), and its entries.
 //
 // The bit pool has one slot per tile, so a PARTIAL entry's payload index is its tile index and neither direction
 // waits for the other: nothing is compacted, deduplicated or copied to the host (docs/internals.md).
@@ -36,6 +36,21 @@ __device__ __forceinline__ T warp_sum(T x) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
+}
+
+__device__ __forceinline__ int warp_max(int x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+// maskprep's length_band (blocks.hpp): band b holds the lengths l with l * 2^(b+1) >= longest > l * 2^b; empty blocks
+// share the last band
+__device__ __forceinline__ int length_band(int length, int longest) {
+  if (length == 0) return 0x7fffffff;
+  int band = 0;
+  while ((length << (band + 1)) < longest) ++band;
+  return band;
 }
 
 // mask: element (b, h, i, j) at mask[b * stride_b + h * stride_h + i * stride_r + j * stride_c] (strides in bytes,
@@ -119,8 +134,8 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
 // n_order). A block's entries start after every entry of the groups before its own (group_len: the same count in
 // both directions) and of the blocks before it in its group; its place in the order counts the blocks with more
 // entries, and those with as many that come before it (a stable sort, heaviest first). With one mask group, m_levels
-// and n_levels (else null) take each place's run of blocks with as many entries, [first, end) in the order
-// (maskprep's rank_levels; common.cuh's plan_cta starts a run's CTAs head by head).
+// and n_levels (else null) take each place's run, [first, end) in the order: the blocks whose entry counts lie in its
+// band below the group's longest (maskprep's rank_levels; common.cuh's plan_cta starts a run's CTAs head by head).
 extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     dense_plan_fill(const unsigned char* __restrict__ tile_kind, const int* __restrict__ row_len,
                     const int* __restrict__ col_len, const int* __restrict__ group_len, long long* __restrict__ row_ptr,
@@ -143,19 +158,29 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
   long long start = 0;
   for (int i = lane; i < g; i += 32) start += group_len[i];
   const int length = len[line];
+  int2* const levels = forward ? m_levels : n_levels;
+  int longest = 0;
+  if (levels != nullptr) {
+    for (int i = lane; i < lines; i += 32) longest = max(longest, len[i]);
+    longest = warp_max(longest);
+  }
+  const int band = length_band(length, longest);
   long long before = 0;
-  int heavier = 0, equal = 0, equal_before = 0;
+  int rank = 0, run_first = 0, run_end = 0;
   for (int i = lane; i < lines; i += 32) {
     const int l = len[i];
     if (i < line) before += l;
-    heavier += l > length ? 1 : 0;
-    equal += l == length ? 1 : 0;
-    equal_before += l == length && i < line ? 1 : 0;
+    rank += (l > length || (l == length && i < line)) ? 1 : 0;
+    if (levels != nullptr) {
+      const int b = length_band(l, longest);
+      run_first += b < band ? 1 : 0;
+      run_end += b <= band ? 1 : 0;
+    }
   }
   start = warp_sum(start) + warp_sum(before);
-  heavier = warp_sum(heavier);
-  equal = warp_sum(equal);
-  const int rank = heavier + warp_sum(equal_before);
+  rank = warp_sum(rank);
+  run_first = warp_sum(run_first);
+  run_end = warp_sum(run_end);
   long long* const ptr = forward ? row_ptr : col_ptr;
   int* const order = forward ? m_order : n_order;
   int* const idx_out = forward ? col_idx : row_idx;
@@ -166,8 +191,7 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     ptr[at] = start;
     if (line == lines - 1) ptr[at + 1] = start + length;
     order[static_cast<long long>(g) * lines + rank] = line;
-    int2* const levels = forward ? m_levels : n_levels;
-    if (levels != nullptr) levels[rank] = make_int2(heavier, heavier + equal);
+    if (levels != nullptr) levels[rank] = make_int2(run_first, run_end);
   }
   const long long group_tiles = static_cast<long long>(g) * n_mblocks * n_nblocks;
   for (int first = 0; first < across; first += 32) {

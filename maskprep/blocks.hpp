@@ -197,10 +197,20 @@ inline void order_by_length(const int64_t* ptr, int64_t groups, int64_t rows, in
   }
 }
 
-// The runs of ranks (places in order, as order_by_length gives it) whose rows have one length in every group:
-// levels[2 r] and levels[2 r + 1] are the first rank of rank r's run and the rank after its last. The kernels start
-// a run's CTAs head by head (rows of one length, interchangeable for heaviest first, so a head's K and V are read by
-// many CTAs at once and stay in L2) and the runs in order. levels is [rows][2].
+// A row's band below the longest row of its group: band b holds the lengths l with l * 2^(b+1) >= longest > l * 2^b
+// (band 0: at least half the longest); empty rows share the last band. Rows of one band differ in length by at most
+// 2x. dense_plan.cu's length_band is the same function for plans built on the device.
+inline int32_t length_band(int64_t length, int64_t longest) {
+  if (length == 0) return INT32_MAX;
+  int32_t band = 0;
+  while ((length << (band + 1)) < longest) ++band;
+  return band;
+}
+
+// The runs of ranks (places in order, as order_by_length gives it) whose rows lie in one length band in every group:
+// levels[2 r] and levels[2 r + 1] are the first rank of rank r's run and the rank after its last. The kernels start a
+// run's CTAs head by head (rows within 2x of each other, so taking them head by head costs heaviest first little, and
+// a head's K and V are read by many CTAs at once and stay in L2) and the runs in order. levels is [rows][2].
 inline void order_levels(const int64_t* ptr, const int32_t* order, int64_t groups, int64_t rows, int32_t* levels) {
   auto length = [&](int64_t g, int64_t rank) {
     const int64_t* p = ptr + g * (rows + 1);
@@ -210,7 +220,10 @@ inline void order_levels(const int64_t* ptr, const int32_t* order, int64_t group
   int64_t first = 0;
   for (int64_t r = 1; r <= rows; ++r) {
     bool ends = r == rows;
-    for (int64_t g = 0; g < groups && !ends; ++g) ends = length(g, r) != length(g, r - 1);
+    for (int64_t g = 0; g < groups && !ends; ++g) {
+      const int64_t longest = length(g, 0);
+      ends = length_band(length(g, r), longest) != length_band(length(g, r - 1), longest);
+    }
     if (!ends) continue;
     for (int64_t k = first; k < r; ++k) {
       levels[2 * k] = static_cast<int32_t>(first);

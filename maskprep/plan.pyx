@@ -340,10 +340,12 @@ cdef void _normalize(const int32_t[:, ::1] se, int32_t[:, ::1] out, int64_t n_q,
 def rank_levels(ptr, order):
     """rank_levels(ptr, order)
 
-    The runs of equal length in a plan's CTA order: ``ptr`` a plan's ``row_ptr`` (G, rows + 1) or ``col_ptr``,
-    ``order`` its ``m_order`` (G, rows) or ``n_order``. Returns int32 (rows, 2): for each rank, the first rank of
-    its run and the rank after the run, where a run is a stretch of ranks whose rows have one length in every group.
-    The CUDA kernels start a run's CTAs head by head.
+    The runs of about one length in a plan's CTA order: ``ptr`` a plan's ``row_ptr`` (G, rows + 1) or ``col_ptr``,
+    ``order`` its ``m_order`` (G, rows) or ``n_order`` (heaviest first). Returns int32 (rows, 2): for each rank, the
+    first rank of its run and the rank after the run, where a run is a stretch of ranks whose rows lie in one band
+    of lengths in every group: band b holds the lengths l with ``l * 2**(b+1) >= longest > l * 2**b``, ``longest``
+    the group's longest row (band 0: at least half of it); empty rows share the last band. The CUDA kernels start a
+    run's CTAs head by head.
     """
     cdef const int64_t[:, ::1] p = np.ascontiguousarray(ptr, dtype=np.int64)
     cdef const int32_t[:, ::1] o = np.ascontiguousarray(order, dtype=np.int32)

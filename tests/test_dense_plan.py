@@ -146,9 +146,9 @@ def test_upload_pieces_hold_every_array_at_its_offset(name):
 
 
 def test_upload_skips_runs_of_one_rank():
-    """Causal rows on square tiles all differ in length (and one query block, as in decode, is a run of one): the
-    kernels get no runs there and skip their load; a full mask's rows are one run."""
-    for mask, tile, expected in ((masks.causal(64), (32, 32), set()), (masks.full(40, 256), (48, 32), {"n_levels"}),
+    """One query block (decode, tree verification) is a run of one: the kernels get no runs there and skip their
+    load; a full mask's rows are one run."""
+    for mask, tile, expected in ((masks.full(16, 32), (32, 32), set()), (masks.full(40, 256), (48, 32), {"n_levels"}),
                                  (masks.full(256), (32, 32), {"m_levels", "n_levels"})):
         layout = plans.upload_pieces(maskattn.compile_mask(mask, tile))[1]
         assert {"m_levels", "n_levels"} & set(layout) == expected, (mask, tile)

@@ -90,12 +90,16 @@ def check_buffer(plan):
 
 
 def check_levels(ptr, order):
-    """rank_levels: the maximal runs of ranks whose rows have one length in every group, each rank given its run."""
+    """rank_levels: the maximal runs of ranks whose rows lie in one band of lengths in every group (band b: lengths l
+    with l * 2^(b+1) >= the group's longest > l * 2^b; empty rows last), each rank given its run."""
     levels = rank_levels(ptr, order)
     rows = order.shape[1]
     assert levels.dtype == np.int32 and levels.shape == (rows, 2)
     lengths = np.take_along_axis(np.diff(ptr, axis=1), order, axis=1)  # (G, rows), by rank
-    ends = [0] + [r for r in range(1, rows) if np.any(lengths[:, r] != lengths[:, r - 1])] + [rows]
+    longest = lengths.max(axis=1, keepdims=True, initial=0)
+    with np.errstate(divide="ignore"):
+        bands = np.where(lengths > 0, np.ceil(np.log2(longest / np.maximum(lengths, 1))) - 1, np.inf).clip(0)
+    ends = [0] + [r for r in range(1, rows) if np.any(bands[:, r] != bands[:, r - 1])] + [rows]
     expected = np.zeros((rows, 2), np.int32)
     for first, end in zip(ends, ends[1:]):
         expected[first:end] = first, end
@@ -103,11 +107,17 @@ def check_levels(ptr, order):
 
 
 def test_rank_levels_of_uniform_and_mixed_groups():
-    # two groups: rows of one length in both (one run), then lengths that agree only in pairs
-    ptr = np.cumsum([[0, 3, 3, 3, 2, 2, 1], [0, 5, 5, 5, 2, 2, 2]], axis=1)
+    # two groups: rows of one length in both (one run), then lengths that share a band (within 2x of the longest, then
+    # within 2x of half of it) in one group only
+    ptr = np.cumsum([[0, 8, 8, 5, 4, 3, 1], [0, 9, 9, 9, 4, 4, 4]], axis=1)
     order = np.tile(np.arange(6, dtype=np.int32), (2, 1))
-    assert rank_levels(ptr, order).tolist() == [[0, 3]] * 3 + [[3, 5]] * 2 + [[5, 6]]
-    assert rank_levels(ptr[:1], order[:1]).tolist() == [[0, 3]] * 3 + [[3, 5]] * 2 + [[5, 6]]
+    assert rank_levels(ptr[:1], order[:1]).tolist() == [[0, 4]] * 4 + [[4, 5]] + [[5, 6]]
+    assert rank_levels(ptr[1:], order[1:]).tolist() == [[0, 3]] * 3 + [[3, 6]] * 3
+    assert rank_levels(ptr, order).tolist() == [[0, 3]] * 3 + [[3, 4]] + [[4, 5]] + [[5, 6]]
+    # causal's rows: bands of 128..64, 63..32, 31..16, ... entries; empty rows last, in one run
+    causal = np.concatenate([[0], np.cumsum(np.arange(128, -1, -1))])[None]
+    runs = np.unique(rank_levels(causal, np.arange(129, dtype=np.int32)[None]), axis=0)
+    assert (runs[:, 1] - runs[:, 0]).tolist() == [65, 32, 16, 8, 4, 2, 1, 1]
     with pytest.raises(ValueError, match="does not fit an order"):
         rank_levels(ptr[:, :-1], order)
 
