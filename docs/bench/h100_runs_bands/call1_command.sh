@@ -1,4 +1,4 @@
-# Not yet run: the next GPU call after the CTA runs (performance.md, "the dense forward's regression found").
+# Call 1 of 2026-11-27 12:30 (ran as written; outputs call1_*): the first GPU call after the CTA runs (performance.md, "the dense forward's regression found").
 # On the host, from the project root, first:
 #   rm -rf .whl/base .whl/loadonly .whl/dpr && mkdir -p .whl/base .whl/loadonly .whl/dpr
 #   git archive HEAD gpu | tar -x -C .whl/base && git archive HEAD gpu | tar -x -C .whl/loadonly
