@@ -167,13 +167,15 @@ __device__ __forceinline__ long long bounded_row_len(const int* __restrict__ col
 // every head group's CTA of a rank before any head group's of the next: longest first across heads, as
 // FlashAttention-3's LPT tile scheduler (hopper/tile_scheduler.hpp) orders its tiles. Read head by head, the last
 // heads' heaviest rows started late and ran on after the rest: BigBird's global rows at 16k took 25% of the forward's
-// time that way (H200, docs/performance.md). But within a run of ranks whose rows have one length (levels, maskprep's
-// rank_levels: [first, end) of each rank's run; null: runs of one rank) the CTAs go head group by head group: they
-// are interchangeable for longest first, and a head's CTAs side by side read its K and V (the backward: Q and dO) from
-// L2 together. Rank by rank throughout (16 heads streamed at once), the dense forward at 16k, D = 128 took 1.04x the
-// time with runs, the one-pass backward 1.05x, BigBird 1.09x and 1.17x (H100; sliding window's forward, whose CTAs
-// are short, 0.97x: the run's extra dependent load). FlashAttention-3 reads the order in sections of heads whose K and
-// V fit in L2: that lost most of BigBird's gain (its few global rows then start late).
+// time that way (H200, docs/performance.md). But within a run of ranks whose rows lie in one length band (levels,
+// maskprep's rank_levels: [first, end) of each rank's run, rows within 2x of each other; null: runs of one rank) the
+// CTAs go head group by head group: they cost longest first little, and a head's CTAs side by side read its K and V
+// (the backward: Q and dO) from L2 together. Rank by rank throughout (16 heads streamed at once), the dense forward
+// at 16k, D = 128 took 1.04x the time with runs, the one-pass backward 1.05x, BigBird 1.09x and 1.17x; runs of one
+// length instead of bands, BigBird's backward 1.45x, causal's backward 1.07x (H100). Sliding window's forward, whose
+// 16 heads' K and V fit in L2 either way, is 2.5% faster rank by rank (the order, not the run's load: measured apart).
+// FlashAttention-3 reads the order in sections of heads whose K and V fit in L2: that lost most of BigBird's gain
+// (its few global rows then start late).
 struct PlanCta {
   int rank, head_group;
 };

@@ -49,8 +49,8 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
 def upload_pieces(plan: BlockMask) -> tuple[tuple[np.ndarray, np.ndarray], dict]:
     """What :func:`device_plan` copies, in order (the plan's buffer, then a trailer of ``m_levels`` and ``n_levels``
     where a run holds more than one rank, and ``perm`` where the plan has one, each at a 16-byte aligned offset), and
-    the layout of the two together. Without runs longer than a rank (causal on square tiles; one query block, as in
-    decode) the kernels get none and skip the load."""
+    the layout of the two together. Without runs longer than a rank (one query block, as in decode) the kernels get
+    none and skip the load."""
     host, layout = plan.buffer, dict(plan.layout)
     extra = {}
     for name, ptr, order in (("m_levels", plan.row_ptr, plan.m_order), ("n_levels", plan.col_ptr, plan.n_order)):
