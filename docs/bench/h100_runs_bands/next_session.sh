@@ -6,7 +6,13 @@
 # main's forward tests and the sanitizers with its kernel sources, then timed against main's forward on every case.
 # Keep it if it is correct and faster on dense tiles at D = 64 (192-row tile: one buffer, so ~1.0 expected there),
 # 128, 192, 256 and loses nowhere.
-# Call 2 and 3 (after): FA4 carried (two calls, .peers/a then .peers/b) for D = 64 at 8k beside maskattn in one
+# Call 2 (carrying .whl and .peers/a): FA4's first half (`mkdir -p /tmp/fa4 && cp .peers/a/* /tmp/fa4/`), and branch
+# device-runs-groups (plans built on the device carry runs for any number of mask groups: key-padding masks) through
+# its own GPU tests, after `rm -rf .whl/drg && mkdir -p .whl/drg && git archive device-runs-groups meson.build
+# pyproject.toml setup.cfg python maskprep gpu tests README.md | tar -x -C .whl/drg` on the host:
+#   python3 -m pip install --no-build-isolation --no-deps --no-index -q --target /tmp/site_drg .whl/drg
+#   (cd .whl/drg && PYTHONPATH=/tmp/site_drg:/tmp/site python3 -m pytest -q tests/gpu/test_dense_plan.py tests/gpu/test_sdpa_gpu.py)
+# Call 3 (carrying .whl and .peers/b; `source .peers/b/install.sh`): FA4 for D = 64 at 8k beside maskattn in one
 # process (issues 14 and 15 ask >= 0.95x / 0.9x FA4's dense throughput there), and `bench --sdpa` (issue 16: the
 # plans built on the device now carry the runs), e.g.
 #   python3 -m maskattn bench --n 8192 --heads 32 --head-dim 64 --backward --workloads full causal --peers fa4 cudnn
