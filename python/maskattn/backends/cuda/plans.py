@@ -22,8 +22,9 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     arrays the plan lacks (``bit_pool`` of an interval plan, say) give None. The plan's arrays already lie in one host
     buffer (``plan.buffer``, laid out by the compiler): it travels in one host-to-device copy, with nothing to repack.
     Copied after it (:func:`upload_pieces`): ``m_levels`` and ``n_levels`` (int32 (rows, 2), ``rank_levels`` of the
-    CTA orders: the kernels start each run of equal rows head by head; a plan built on the device has none, and its
-    kernels start their CTAs rank by rank) and, for a plan with a node order, ``perm`` (int32).
+    CTA orders: the kernels start each run of rows in one length band head by head; a plan built on the device has
+    its own, written by ``dense_plan_fill`` where it has one mask group) and, for a plan with a node order, ``perm``
+    (int32).
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
