@@ -6,8 +6,8 @@
 //     1 FULL, 2 PARTIAL) and, for a PARTIAL tile only, its bits into slot `tile` of the bit pool; listed tiles are
 //     counted per query block, per key block and per group with atomics.
 //   dense_plan_fill: one warp per query block (forward CSR) and per key block (backward CSR) turns the counts into
-//     global offsets, the block's place in m_order / n_order, its run there (m_levels / n_levels: blocks of one
-//     length band, plans of one mask group only), and its entries.
+//     global offsets, the block's place in m_order / n_order, its place's run there (m_levels / n_levels: places
+//     whose blocks lie in one length band in every group), and its entries.
 //
 // The bit pool has one slot per tile, so a PARTIAL entry's payload index is its tile index and neither direction
 // waits for the other: nothing is compacted, deduplicated or copied to the host (docs/internals.md).
@@ -133,9 +133,11 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
 // the next groups * n_nblocks warps the key blocks (backward CSR: col_ptr, row_idx, bwd_kind, bwd_payload_idx,
 // n_order). A block's entries start after every entry of the groups before its own (group_len: the same count in
 // both directions) and of the blocks before it in its group; its place in the order counts the blocks with more
-// entries, and those with as many that come before it (a stable sort, heaviest first). With one mask group, m_levels
-// and n_levels (else null) take each place's run, [first, end) in the order: the blocks whose entry counts lie in its
-// band below the group's longest (maskprep's rank_levels; common.cuh's plan_cta starts a run's CTAs head by head).
+// entries, and those with as many that come before it (a stable sort, heaviest first). m_levels and n_levels take
+// each place's run, [first, end) in the order (maskprep's rank_levels; common.cuh's plan_cta starts a run's CTAs head
+// by head): in each group the places whose blocks' entry counts lie in the band of this block's below the group's
+// longest, intersected over the groups by atomics (first the greatest, end the least: the buffer's levels start at
+// -1 and 0xffffffff).
 extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     dense_plan_fill(const unsigned char* __restrict__ tile_kind, const int* __restrict__ row_len,
                     const int* __restrict__ col_len, const int* __restrict__ group_len, long long* __restrict__ row_ptr,
@@ -158,12 +160,9 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
   long long start = 0;
   for (int i = lane; i < g; i += 32) start += group_len[i];
   const int length = len[line];
-  int2* const levels = forward ? m_levels : n_levels;
   int longest = 0;
-  if (levels != nullptr) {
-    for (int i = lane; i < lines; i += 32) longest = max(longest, len[i]);
-    longest = warp_max(longest);
-  }
+  for (int i = lane; i < lines; i += 32) longest = max(longest, len[i]);
+  longest = warp_max(longest);
   const int band = length_band(length, longest);
   long long before = 0;
   int rank = 0, run_first = 0, run_end = 0;
@@ -171,11 +170,9 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     const int l = len[i];
     if (i < line) before += l;
     rank += (l > length || (l == length && i < line)) ? 1 : 0;
-    if (levels != nullptr) {
-      const int b = length_band(l, longest);
-      run_first += b < band ? 1 : 0;
-      run_end += b <= band ? 1 : 0;
-    }
+    const int b = length_band(l, longest);
+    run_first += b < band ? 1 : 0;
+    run_end += b <= band ? 1 : 0;
   }
   start = warp_sum(start) + warp_sum(before);
   rank = warp_sum(rank);
@@ -191,7 +188,9 @@ extern "C" __global__ void __launch_bounds__(PLAN_THREADS)
     ptr[at] = start;
     if (line == lines - 1) ptr[at + 1] = start + length;
     order[static_cast<long long>(g) * lines + rank] = line;
-    if (levels != nullptr) levels[rank] = make_int2(run_first, run_end);
+    int2* const run = (forward ? m_levels : n_levels) + rank;
+    atomicMax(&run->x, run_first);
+    atomicMin(reinterpret_cast<unsigned*>(&run->y), static_cast<unsigned>(run_end));
   }
   const long long group_tiles = static_cast<long long>(g) * n_mblocks * n_nblocks;
   for (int first = 0; first < across; first += 32) {

@@ -33,11 +33,9 @@ def check_twin(mask, tile):
     assert np.array_equal(plan.to_dense(), mask)
     for name in ("row_ptr", "col_idx", "kind", "col_ptr", "row_idx", "bwd_kind", "m_order", "n_order"):
         assert np.array_equal(getattr(plan, name), getattr(host, name)), name
-    # the CTA orders' runs, as a host plan's upload gives them; only for one mask group
-    assert ("m_levels" in views and "n_levels" in views) == (plan.groups == 1)
-    if plan.groups == 1:
-        assert np.array_equal(views["m_levels"], rank_levels(host.row_ptr, host.m_order))
-        assert np.array_equal(views["n_levels"], rank_levels(host.col_ptr, host.n_order))
+    # the CTA orders' runs, as a host plan's upload gives them
+    assert np.array_equal(views["m_levels"], rank_levels(host.row_ptr, host.m_order))
+    assert np.array_equal(views["n_levels"], rank_levels(host.col_ptr, host.n_order))
     check_transpose(plan, deduplicated=False)  # the device pool has a slot per tile: equal tiles stay apart
     check_buffer(plan)
     # on the device a PARTIAL entry's payload is its tile, in both directions; FULL entries have none

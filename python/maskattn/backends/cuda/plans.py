@@ -112,9 +112,8 @@ def _upload_stream(device_id: int):
 # (9 bytes a tile in each direction) and the bit pool one slot per tile (tile_m * tile_n / 8 bytes, an eighth of the
 # mask; only PARTIAL tiles' slots are written). A PARTIAL entry's payload index is its tile index, so the pool needs
 # no compaction and the plan no copy to the host: nothing waits for the GPU. Entries past the entry count and the
-# slots of other tiles are never read. A plan of one mask group also has its CTA orders' runs (m_levels, n_levels, as
-# upload_pieces gives a host plan's; with more groups the runs would need every group's lengths, and the kernels start
-# such a plan's CTAs rank by rank). After the plan's arrays come the builder's counters and tile kinds.
+# slots of other tiles are never read. The plan also has its CTA orders' runs (m_levels, n_levels, rank_levels of the
+# plan, which upload_pieces gives a host plan). After the plan's arrays come the builder's counters and tile kinds.
 
 _DENSE_ARRAYS = ("row_ptr", "col_idx", "kind", "payload_idx", "col_ptr", "row_idx", "bwd_kind", "bwd_payload_idx",
                  "m_order", "n_order", "m_levels", "n_levels", "tile_kind", "row_len", "col_len", "group_len",
@@ -139,8 +138,6 @@ def dense_layout(groups: int, n_q: int, n_k: int, tile) -> tuple[dict, int]:
               **PLAN_ARRAYS}
     layout, size = {}, 0
     for name in _DENSE_ARRAYS:
-        if name in ("m_levels", "n_levels") and groups > 1:
-            continue
         layout[name] = (size, shapes[name], dtypes[name])
         size += -(-int(np.prod(shapes[name])) * dtypes[name].itemsize // 16) * 16
     return layout, size
@@ -222,9 +219,8 @@ def plan_reference(mask, tile) -> np.ndarray:
         v[kinds][:entries.size] = kind[entries]
         v[payload][:entries.size] = np.where(kind[entries] == PARTIAL, entries, -1)
         v[order][:] = np.argsort(-per_line, axis=1, kind="stable")
-    if groups == 1:
-        v["m_levels"][:], v["n_levels"][:] = rank_levels(v["row_ptr"], v["m_order"]), rank_levels(v["col_ptr"],
-                                                                                                   v["n_order"])
+    v["m_levels"][:] = rank_levels(v["row_ptr"], v["m_order"])
+    v["n_levels"][:] = rank_levels(v["col_ptr"], v["n_order"])
     return buffer
 
 
@@ -251,16 +247,19 @@ class _DenseLaunch:
         self.fill = Launcher(fill, (-(-warps * 32 // _PLAN_THREADS), 1, 1), (_PLAN_THREADS, 1, 1), 0, 16,
                              (i32(groups), i32(m), i32(n)))
         self.zero_from, self.zero_to = self.layout["row_len"][0], self.layout["bit_pool"][0]
+        # the runs' bytes, set to 0xff: every first -1 and every end 0xffffffff, for dense_plan_fill's atomics
+        self.runs_from, self.runs_to = self.layout["m_levels"][0], self.layout["tile_kind"][0]
 
     def __call__(self, stream: int, mask: int, buffer: int):
         at = {name: buffer + offset for name, (offset, _, _) in self.layout.items()}
-        import_cupy().cuda.runtime.memsetAsync(buffer + self.zero_from, 0, self.zero_to - self.zero_from, stream)
+        runtime = import_cupy().cuda.runtime
+        runtime.memsetAsync(buffer + self.runs_from, 0xFF, self.runs_to - self.runs_from, stream)
+        runtime.memsetAsync(buffer + self.zero_from, 0, self.zero_to - self.zero_from, stream)
         self.classify(stream, mask, *(at[name] for name in ("tile_kind", "bit_pool", "row_len", "col_len",
                                                              "group_len")))
         self.fill(stream, *(at[name] for name in ("tile_kind", "row_len", "col_len", "group_len", "row_ptr", "col_idx",
                                                   "kind", "payload_idx", "m_order", "col_ptr", "row_idx", "bwd_kind",
-                                                  "bwd_payload_idx", "n_order")),
-                  *(at.get(name, 0) for name in ("m_levels", "n_levels")))
+                                                  "bwd_payload_idx", "n_order", "m_levels", "n_levels")))
 
 
 @functools.lru_cache(maxsize=64)
