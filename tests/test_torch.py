@@ -1,10 +1,14 @@
 """maskattn.torch on CPU tensors (the exact reference backend): the custom op's autograd, fake implementation
 and torch.compile behaviour. The CUDA path is tested in tests/gpu."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="maskattn.torch needs torch (pip install 'maskattn[torch]')")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import maskattn  # noqa: E402
 from maskattn import masks  # noqa: E402
@@ -105,3 +109,41 @@ def test_backward_follows_torch_deterministic_algorithms(deterministic, monkeypa
     q, k, v = (torch.randn(1, 2, 40, 32, dtype=torch.float64, requires_grad=True) for _ in range(3))
     maskattn.torch.attention(q, k, v, masks.causal(40)).sum().backward()
     assert seen == [deterministic]
+
+
+class _Passthrough(TorchDispatchMode):
+    """A dispatch mode that only records the ops it sees: under one, as under torch.compile, export and fake
+    tensors, maskattn.torch calls its custom ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("call", ["attention", "sdpa"])
+def test_eager_calls_and_traced_calls_agree(call):
+    """Eager calls run the ops' functions through an autograd.Function (no custom-op dispatch); traced ones the custom
+    ops: the same output and gradients, bit for bit."""
+    q, k, v = tensors(Hk=4, n_q=40, n_k=40)
+    dense = torch.rand(40, 40, generator=torch.Generator().manual_seed(1)) < 0.3
+    if call == "attention":
+        run = lambda: maskattn.torch.attention(q, k, v, masks.from_dense(dense.numpy()), scale=0.3)  # noqa: E731
+    else:
+        run = lambda: maskattn.torch.scaled_dot_product_attention(q, k, v, attn_mask=dense, scale=0.3)  # noqa: E731
+    results = []
+    for traced in (False, True):
+        mode = _Passthrough() if traced else contextlib.nullcontext()
+        with mode:
+            out = run()
+            grads = torch.autograd.grad((out * out).sum(), (q, k, v))
+        name = out.grad_fn.name()
+        assert name.startswith("GeneratedBackwardFor_maskattn") if traced else name == f"maskattn_{call}Backward"
+        if traced:
+            assert f"maskattn.{call}.default" in mode.seen and f"maskattn.{call}_backward.default" in mode.seen
+        results.append([out.detach(), *grads])
+    for eager, traced in zip(*results):
+        assert torch.equal(eager, traced)

@@ -1,5 +1,6 @@
 """maskattn for torch: attention as a ``torch.library`` custom op with autograd and a fake implementation, so
-it runs eagerly, under ``torch.compile(fullgraph=True)`` and in gradient checks; and
+it runs eagerly, under ``torch.compile(fullgraph=True)`` and in gradient checks (eager calls run the same code
+through an ``autograd.Function``, without the op's dispatch: ``_op_pair``); and
 :func:`scaled_dot_product_attention`, a drop-in for torch's with a boolean mask planned inside the op on each call.
 
 The mask travels into the op as a *handle*: a CPU int64 scalar tensor naming a mask spec or plan held in a
@@ -26,6 +27,8 @@ from typing import Optional
 
 import numpy as np
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import api, masks
 from ._arrays import cupy_or_none, torch_view
@@ -79,49 +82,83 @@ def _lse_dtype(q: torch.Tensor) -> torch.dtype:
     return torch.float32 if q.device.type == "cuda" else q.dtype
 
 
-@torch.library.custom_op("maskattn::attention", mutates_args=())
-def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, handle: torch.Tensor, scale: float,
-                  layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _op_pair(name, forward, forward_fake, backward, backward_fake, setup_context, formula):
+    """The custom op ``name`` running ``forward`` and the op ``name + "_backward"`` running ``backward``, with their
+    fake implementations and the autograd formula ``formula(backward, ctx, *output_grads)`` after ``setup_context``:
+    what torch.compile, export and fake tensors see. Returns the call to make: the ops where torch traces, and in
+    eager calls an ``autograd.Function`` that runs the same functions and formula without the ops' dispatch (on a
+    CUDA tensor that dispatch cost ~0.4 ms of host time per forward+backward step, as much as a sparse mask's
+    kernels take: performance.md). Outputs after the first are not differentiable."""
+    forward_op = torch.library.custom_op(name, forward, mutates_args=())
+    forward_op.register_fake(forward_fake)
+    backward_op = torch.library.custom_op(name + "_backward", backward, mutates_args=())
+    backward_op.register_fake(backward_fake)
+    forward_op.register_autograd(functools.partial(formula, backward_op), setup_context=setup_context)
+
+    def eager_setup_context(ctx, inputs, output):
+        setup_context(ctx, inputs, output)
+        ctx.mark_non_differentiable(*output[1:])
+        ctx.set_materialize_grads(False)  # no zeros for the outputs that take no gradient (the plan's buffer)
+
+    def eager_backward(ctx, d_out, *rest):
+        if d_out is None:  # the output took no gradient
+            return (None,) * len(ctx.needs_input_grad)
+        return formula(backward, ctx, d_out, *rest)
+
+    # grad_fn reads e.g. "maskattn_attentionBackward"
+    eager = type(name.replace("::", "_"), (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(eager_setup_context),
+        "backward": staticmethod(eager_backward)})
+
+    def call(*inputs):
+        traced = torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None or any(
+            isinstance(x, torch.Tensor) and (type(x) is not torch.Tensor or is_functorch_wrapped_tensor(x))
+            for x in inputs)
+        return forward_op(*inputs) if traced else eager.apply(*inputs)
+
+    return call
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, handle: torch.Tensor, scale: float,
+               layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = (x.detach() for x in (q, k, v))  # DLPack refuses tensors that require grad
     out, lse = api.attention(q, k, v, _lookup(handle), scale=scale, layout=layout, return_lse=True,
                              check_finite=False)
     return out, lse
 
 
-@_attention_op.register_fake
-def _(q, k, v, handle, scale, layout):
+def _attention_fake(q, k, v, handle, scale, layout):
     B, H, n_q = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhnd" else (q.shape[0], q.shape[2], q.shape[1])
     return torch.empty_like(q), q.new_empty((B, H, n_q), dtype=_lse_dtype(q))
 
 
-@torch.library.custom_op("maskattn::attention_backward", mutates_args=())
-def _attention_backward_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                           lse: torch.Tensor, handle: torch.Tensor, scale: float,
-                           layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                        lse: torch.Tensor, handle: torch.Tensor, scale: float,
+                        layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     do, q, k, v, out, lse = (x.detach() for x in (do, q, k, v, out, lse))
     return api.attention_backward(do, q, k, v, out, lse, _lookup(handle), scale=scale, layout=layout,
                                   check_finite=False, deterministic=torch.are_deterministic_algorithms_enabled())
 
 
-@_attention_backward_op.register_fake
-def _(do, q, k, v, out, lse, handle, scale, layout):
+def _attention_backward_fake(do, q, k, v, out, lse, handle, scale, layout):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
-def _setup_context(ctx, inputs, output):
+def _attention_setup_context(ctx, inputs, output):
     q, k, v, handle, scale, layout = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, handle)
     ctx.scale, ctx.layout = scale, layout
 
 
-def _backward(ctx, d_out, d_lse):
+def _attention_formula(backward, ctx, d_out, d_lse):
     q, k, v, out, lse, handle = ctx.saved_tensors
-    dq, dk, dv = _attention_backward_op(d_out.contiguous(), q, k, v, out, lse, handle, ctx.scale, ctx.layout)
+    dq, dk, dv = backward(d_out.contiguous(), q, k, v, out, lse, handle, ctx.scale, ctx.layout)
     return dq, dk, dv, None, None, None
 
 
-_attention_op.register_autograd(_backward, setup_context=_setup_context)
+_attention_op = _op_pair("maskattn::attention", _attention, _attention_fake, _attention_backward,
+                         _attention_backward_fake, _attention_setup_context, _attention_formula)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, *, scale: float | None = None,
@@ -204,33 +241,29 @@ def _sdpa_mask(q, k, attn_mask, is_causal, plan=None):
     return plan, buffer
 
 
-@torch.library.custom_op("maskattn::sdpa", mutates_args=())
-def _sdpa_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor], is_causal: bool,
-             scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor], is_causal: bool,
+          scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q, k, v = (x.detach() for x in (q, k, v))
     mask, plan = _sdpa_mask(q, k, attn_mask, is_causal)
     out, lse = api.attention(q, k, v, mask, scale=scale, return_lse=True, check_finite=False)
     return out, lse, plan
 
 
-@_sdpa_op.register_fake
-def _(q, k, v, attn_mask, is_causal, scale):
+def _sdpa_fake(q, k, v, attn_mask, is_causal, scale):
     plan = q.new_empty(_plan_bytes(q, k.shape[2], attn_mask), dtype=torch.uint8)
     return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=_lse_dtype(q)), plan
 
 
-@torch.library.custom_op("maskattn::sdpa_backward", mutates_args=())
-def _sdpa_backward_op(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                      lse: torch.Tensor, attn_mask: Optional[torch.Tensor], plan: torch.Tensor, is_causal: bool,
-                      scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _sdpa_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                   lse: torch.Tensor, attn_mask: Optional[torch.Tensor], plan: torch.Tensor, is_causal: bool,
+                   scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     do, q, k, v, out, lse = (x.detach() for x in (do, q, k, v, out, lse))
     mask, _ = _sdpa_mask(q, k, attn_mask, is_causal, plan=plan if plan.numel() else None)
     return api.attention_backward(do, q, k, v, out, lse, mask, scale=scale, check_finite=False,
                                   deterministic=torch.are_deterministic_algorithms_enabled())
 
 
-@_sdpa_backward_op.register_fake
-def _(do, q, k, v, out, lse, attn_mask, plan, is_causal, scale):
+def _sdpa_backward_fake(do, q, k, v, out, lse, attn_mask, plan, is_causal, scale):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -241,13 +274,14 @@ def _sdpa_setup_context(ctx, inputs, output):
     ctx.is_causal, ctx.scale = is_causal, scale
 
 
-def _sdpa_backward(ctx, d_out, d_lse, d_plan):
+def _sdpa_formula(backward, ctx, d_out, d_lse, d_plan):
     q, k, v, out, lse, plan, attn_mask = ctx.saved_tensors
-    dq, dk, dv = _sdpa_backward_op(d_out.contiguous(), q, k, v, out, lse, attn_mask, plan, ctx.is_causal, ctx.scale)
+    dq, dk, dv = backward(d_out.contiguous(), q, k, v, out, lse, attn_mask, plan, ctx.is_causal, ctx.scale)
     return dq, dk, dv, None, None, None
 
 
-_sdpa_op.register_autograd(_sdpa_backward, setup_context=_sdpa_setup_context)
+_sdpa_op = _op_pair("maskattn::sdpa", _sdpa, _sdpa_fake, _sdpa_backward, _sdpa_backward_fake, _sdpa_setup_context,
+                    _sdpa_formula)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
