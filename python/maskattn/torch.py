@@ -28,6 +28,7 @@ from typing import Optional
 import numpy as np
 import torch
 from torch._C._functorch import is_functorch_wrapped_tensor
+from torch.autograd.function import once_differentiable
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import api, masks
@@ -108,7 +109,7 @@ def _op_pair(name, forward, forward_fake, backward, backward_fake, setup_context
     # grad_fn reads e.g. "maskattn_attentionBackward"
     eager = type(name.replace("::", "_"), (torch.autograd.Function,), {
         "forward": staticmethod(forward), "setup_context": staticmethod(eager_setup_context),
-        "backward": staticmethod(eager_backward)})
+        "backward": staticmethod(once_differentiable(eager_backward))})
 
     def call(*inputs):
         traced = torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None or any(
