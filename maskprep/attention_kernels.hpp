@@ -517,6 +517,8 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
 }
 
 // C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
+// The column tile of B at column j starts at b + j * b_js: b_js = 1 where B is whole rows of ldb, Dp where it is
+// packed in panels (pack_transposed: ldb = PANEL).
 // K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
 // price of one pass over C per block). blocks(i / MR, j) says which K steps of KS the register tile at (i, j) takes
 // (bit b: rows [b * KS, (b + 1) * KS) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
@@ -529,11 +531,14 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
 // and reloaded them from the stack on every step (AVX2; a forward 12-17% slower).
 constexpr int64_t KB = MASKPREP_KB;
 static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
-// Keys per bit of a PARTIAL tile's visibility (tile_visibility): whole column tiles of the products (NV vectors), and
-// half a K block where those are narrower (AVX2: 16 keys; shared_question's computed pairs at 4096 fall from 0.093 to
-// 0.088 of all against 32), so that a K block takes at most two steps.
+// Columns of a register tile (NV vectors): the width of the panels in which K^T and V^T are packed.
 template <class T>
-constexpr int64_t KG = NV * Simd<T>::W > KB / 2 ? NV * Simd<T>::W : KB / 2;
+constexpr int64_t PANEL = NV * Simd<T>::W;
+// Keys per bit of a PARTIAL tile's visibility (tile_visibility): whole column tiles of the products, and half a K
+// block where those are narrower (AVX2: 16 keys; shared_question's computed pairs at 4096 fall from 0.093 to 0.088 of
+// all against 32), so that a K block takes at most two steps.
+template <class T>
+constexpr int64_t KG = PANEL<T> > KB / 2 ? PANEL<T> : KB / 2;
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
 #ifndef MASKPREP_STRIP
 #define MASKPREP_STRIP 64
@@ -574,12 +579,13 @@ __attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint6
 
 template <class T, bool ACC, int64_t KS = KB, class Blocks = AllBlocks>
 __attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks,
-                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = AllBlocks{}) {
-  constexpr int64_t NC = NV * Simd<T>::W;
+                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = AllBlocks{},
+                                    int64_t b_js = 1) {
+  constexpr int64_t NC = PANEL<T>;
   auto tiles = [&](auto rows, int64_t i0, int64_t i1, int64_t j) {
     constexpr int R = decltype(rows)::value;
     for (int64_t i = i0; i < i1; i += R)
-      register_tile_blocks<T, ACC, R, KS>(K, blocks(i / MR, j), a + i * a_rs, a_rs, a_ks, b + j, ldb,
+      register_tile_blocks<T, ACC, R, KS>(K, blocks(i / MR, j), a + i * a_rs, a_rs, a_ks, b + j * b_js, ldb,
                                       c + i * ldc + j, ldc);
   };
   for (int64_t j = 0; j < N; j += NC) {
@@ -630,7 +636,7 @@ struct Call {
   T scale2, scale2_lo;  // scale * log2(e) = scale2 + scale2_lo: exponents are scores * scale * log2(e) - shift
   int64_t tile_words;
   // packed operands (null where a direction does not use them)
-  T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
+  T* kt = nullptr;  // (B * Hk, N, tnp / PANEL, Dp, PANEL): K^T per key block, in panels (pack_transposed)
   T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j), where they are packed (key_rows)
   T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
   bool score_rows = false;  // forward: tile scores as dot products of K rows (few query rows: no K^T to pack)
@@ -640,7 +646,7 @@ struct Call {
   // measured 10-12% faster on a reordered graph than reading them where they lie)
   bool element_direct;
   int64_t De;           // the element path's row length: D rounded up to whole vectors
-  T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
+  T* vt = nullptr;  // (B * Hk, N, tnp / PANEL, Dp, PANEL): V^T per key block, in panels
   T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
   T* dop = nullptr;  // (B * H, M * tm, Dp): dO
   T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
@@ -719,26 +725,31 @@ struct Call {
 // key extent and past D (every element written: the buffers are not zeroed beforehand).
 
 // The transposed ones in W x W blocks of whole keys and whole vectors of D through registers (element by element,
-// the packing of K^T was 3% of shared_question's forward at 4096 on AVX2), the rest element by element.
+// the packing of K^T was 3% of shared_question's forward at 4096 on AVX2), the rest element by element; in panels of
+// PANEL keys, Dp rows of PANEL each, so that the columns a register tile reads are one contiguous run of Dp lines
+// rather than Dp lines a whole tile row apart (AVX2, 4096: shared_question's and doc_causal's forward 1-3% faster,
+// their backward 4-7%; partial tiles read few register tiles of each key block, so their reads of B are the least
+// reused).
 template <class T>
 void pack_transposed(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tnp) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
+  constexpr int64_t NC = PANEL<T>;
+  auto at = [&](int64_t d, int64_t j) { return dst + j / NC * Dp * NC + d * NC + j % NC; };
   const int64_t cols_w = cols / W * W, D_w = D / W * W;
   for (int64_t j = 0; j < cols_w; j += W)
     for (int64_t d = 0; d < D_w; d += W) {
       V v[W];
       for (int t = 0; t < W; ++t) v[t] = load<V>(rows[j + t] + d);
       transpose<T>(v);
-      for (int t = 0; t < W; ++t) store(dst + (d + t) * tnp + j, v[t]);
+      for (int t = 0; t < W; ++t) store(at(d + t, j), v[t]);
     }
   for (int64_t d = 0; d < Dp; ++d) {
-    T* out = dst + d * tnp;
     if (d < D)
-      for (int64_t j = d < D_w ? cols_w : 0; j < cols; ++j) out[j] = rows[j][d];
+      for (int64_t j = d < D_w ? cols_w : 0; j < cols; ++j) *at(d, j) = rows[j][d];
     else
-      for (int64_t j = 0; j < cols; ++j) out[j] = 0;
-    for (int64_t j = cols; j < tnp; ++j) out[j] = 0;
+      for (int64_t j = 0; j < cols; ++j) *at(d, j) = 0;
+    for (int64_t j = cols; j < tnp; ++j) *at(d, j) = 0;
   }
 }
 
@@ -1136,9 +1147,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
             for (int64_t j = 0; j < c.tnp; ++j) s[r * c.tnp + j] = 0;
         }
       } else if (partial) {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp, strip_scores);
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, strip_scores, c.Dp);
       } else {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp);
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, AllBlocks{}, c.Dp);
       }
       mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, mixed);
       online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
@@ -1338,9 +1349,9 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       };
       auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
       auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KG<T>] : ALL_BLOCKS; };
-      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
+      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, w.s, c.tnp, score_blocks, c.Dp);
       mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, mixed);
-      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp, score_blocks);
+      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), PANEL<T>, w.dp, c.tnp, score_blocks, c.Dp);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
       for (int64_t r = 0; r < rows_p; ++r) {
