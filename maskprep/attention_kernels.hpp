@@ -519,6 +519,9 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
 // C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
 // The column tile of B at column j starts at b + j * b_js: b_js = 1 where B is whole rows of ldb, Dp where it is
 // packed in panels (pack_transposed: ldb = PANEL).
+// The order of the register tiles: by column tile, each down all blocks of rows (B's column tile is read again by each,
+// from L1: the scores, whose B is a panel of K^T), or ROWS_OUTER by block of rows, each across all column tiles (the
+// block's rows of B are read again by each: P V, whose B rows are V's, a whole row a cache line per column tile).
 // K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
 // price of one pass over C per block). blocks(i / MR, j) says which K steps of KS the register tile at (i, j) takes
 // (bit b: rows [b * KS, (b + 1) * KS) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
@@ -577,7 +580,7 @@ __attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint6
   }
 }
 
-template <class T, bool ACC, int64_t KS = KB, class Blocks = AllBlocks>
+template <class T, bool ACC, int64_t KS = KB, bool ROWS_OUTER = false, class Blocks = AllBlocks>
 __attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks,
                                     const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = AllBlocks{},
                                     int64_t b_js = 1) {
@@ -588,17 +591,24 @@ __attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a,
       register_tile_blocks<T, ACC, R, KS>(K, blocks(i / MR, j), a + i * a_rs, a_rs, a_ks, b + j * b_js, ldb,
                                       c + i * ldc + j, ldc);
   };
-  for (int64_t j = 0; j < N; j += NC) {
-    const int64_t wide_end = M / WIDE_BLOCK * WIDE_BLOCK;
-    for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK) {
-      bool same = true;
-      for (int64_t g = 1; g < WIDE_BLOCK / MR; ++g) same &= blocks(i / MR + g, j) == blocks(i / MR, j);
-      if (same)
-        tiles(std::integral_constant<int, WR>{}, i, i + WIDE_BLOCK, j);
-      else
-        tiles(std::integral_constant<int, MR>{}, i, i + WIDE_BLOCK, j);
+  const int64_t wide_end = M / WIDE_BLOCK * WIDE_BLOCK;
+  auto block = [&](int64_t i, int64_t j) {
+    bool same = true;
+    for (int64_t g = 1; g < WIDE_BLOCK / MR; ++g) same &= blocks(i / MR + g, j) == blocks(i / MR, j);
+    if (same)
+      tiles(std::integral_constant<int, WR>{}, i, i + WIDE_BLOCK, j);
+    else
+      tiles(std::integral_constant<int, MR>{}, i, i + WIDE_BLOCK, j);
+  };
+  if (ROWS_OUTER) {
+    for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK)
+      for (int64_t j = 0; j < N; j += NC) block(i, j);
+    for (int64_t j = 0; j < N; j += NC) tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
+  } else {
+    for (int64_t j = 0; j < N; j += NC) {
+      for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK) block(i, j);
+      tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
     }
-    tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
   }
 }
 
@@ -1154,9 +1164,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
       mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, mixed);
       online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
       if (partial)
-        gemm<T, true, KG<T>>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
+        gemm<T, true, KG<T>, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
       else
-        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
+        gemm<T, true, KB, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
     }
   }
   for (int64_t r = 0; r < rows; ++r) write_row(p, bh, c.token(r0 + r), w.o + r * c.Dp, w.mx[r], w.l[r]);
