@@ -969,20 +969,24 @@ struct ForwardScratch {
   }
 };
 
-// Online softmax over one tile of scores (rows x ncols, masked elements -inf): row maxima and sums updated (in base 2:
-// exponents are scores * scale2), the output rows rescaled, the scores replaced by their probabilities (0 where
-// masked). Only the key groups vis names for a row's register tile (all where vis is null): the products read no
-// others.
+// Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP): row maxima and sums
+// updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores replaced by their
+// probabilities (0 where masked). Only the key groups vis names for a row's register tile (all where vis is null): the
+// products read no others.
+// Every row's maximum first, then every row's exponentials: a row's exponentials wait for its maximum (a fold across
+// the lanes), and a partial tile's row holds only a few vectors of them; in two passes no row waits on its own.
 // Not inlined: inside the unit function its row sum competed for registers with everything else live there and was
 // kept on the stack, a store and a load on every step of the sum.
 template <class T>
-__attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l, const uint64_t* vis) {
+__attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l,
+                                              const uint64_t* vis) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  T new_max[STRIP];
   for (int64_t r = 0; r < rows; ++r) {
-    T* row = s + r * c.tnp;
+    const T* row = s + r * c.tnp;
     const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
     if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
     V top = splat<V>(ninf);
@@ -991,9 +995,14 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
       for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) top = vmax(top, load<V>(row + j));
     }
     const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
-    const T new_max = row_max > mx[r] ? row_max : mx[r];
+    new_max[r] = row_max > mx[r] ? row_max : mx[r];
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = s + r * c.tnp;
+    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+    if (!seen) continue;
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
-    const T shift = new_max == ninf ? T(0) : new_max;
+    const T shift = new_max[r] == ninf ? T(0) : new_max[r];
     const V vshift = splat<V>(shift);
     V sum{};
     for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
@@ -1011,7 +1020,7 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
       const V va = splat<V>(alpha);
       for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
     }
-    mx[r] = new_max;
+    mx[r] = new_max[r];
   }
 }
 
