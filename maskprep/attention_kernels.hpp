@@ -517,9 +517,14 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
 }
 
 // C (M x N) (ACC: +=) A (M x K) B (K x N), A and B as register_tile reads them; M % MR == 0, N % (NV * W) == 0.
+// The column tile of B at column j starts at b + j * b_js: b_js = 1 where B is whole rows of ldb, Dp where it is
+// packed in panels (pack_transposed: ldb = PANEL).
+// The order of the register tiles: by column tile, each down all blocks of rows (B's column tile is read again by each,
+// from L1: the scores, whose B is a panel of K^T), or ROWS_OUTER by block of rows, each across all column tiles (the
+// block's rows of B are read again by each: P V, whose B rows are V's, a whole row a cache line per column tile).
 // K is summed in blocks of KB, each from zero (blocked summation: a long dot product rounds like a short one, for the
-// price of one pass over C per block). blocks(i / MR, j / KB) says which K blocks the register tile at (i, j) takes
-// (bit b: rows [b * KB, (b + 1) * KB) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
+// price of one pass over C per block). blocks(i / MR, j) says which K steps of KS the register tile at (i, j) takes
+// (bit b: rows [b * KS, (b + 1) * KS) of B; all where it returns ~0): the others hold zeros of A, a PARTIAL tile's
 // masked elements; a register tile that takes none is left as it is (its callers read no such tile of scores).
 // Each WIDE_BLOCK rows (a multiple of both WR and MR) whose groups of MR rows take the same blocks run as register
 // tiles of WR rows: where the register file holds more accumulators than MR rows take, the FMA latency has more
@@ -529,6 +534,14 @@ __attribute__((always_inline)) inline void register_tile(int64_t K, const T* __r
 // and reloaded them from the stack on every step (AVX2; a forward 12-17% slower).
 constexpr int64_t KB = MASKPREP_KB;
 static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of rows and whole vectors of keys");
+// Columns of a register tile (NV vectors): the width of the panels in which K^T and V^T are packed.
+template <class T>
+constexpr int64_t PANEL = NV * Simd<T>::W;
+// Keys per bit of a PARTIAL tile's visibility (tile_visibility): whole column tiles of the products, and half a K
+// block where those are narrower (AVX2: 16 keys; shared_question's computed pairs at 4096 fall from 0.093 to 0.088 of
+// all against 32), so that a K block takes at most two steps.
+template <class T>
+constexpr int64_t KG = PANEL<T> > KB / 2 ? PANEL<T> : KB / 2;
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
 #ifndef MASKPREP_STRIP
 #define MASKPREP_STRIP 64
@@ -544,44 +557,58 @@ struct AllBlocks {  // a type of its own, not a function pointer: the products' 
   uint64_t operator()(int64_t, int64_t) const { return ALL_BLOCKS; }
 };
 
-// The K blocks that `take` names of one register tile of ROWS rows (gemm's loop over K).
-template <class T, bool ACC, int ROWS>
+// The K steps of KS that `take` names of one register tile of ROWS rows (gemm's loop over K), summed by K block: the
+// steps a block takes are one run (at most two steps a block), and leaving out a step of zeros of A changes no sum.
+template <class T, bool ACC, int ROWS, int64_t KS>
 __attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint64_t take, const T* a, int64_t a_rs,
                                                                 int64_t a_ks, const T* b, int64_t ldb, T* c,
                                                                 int64_t ldc) {
+  constexpr int64_t S = KB / KS;
+  static_assert(KB % KS == 0 && S <= 2, "a K block's steps taken are one run");
   bool started = ACC;
-  for (int64_t k = 0, kb = 0; k < K; k += KB, ++kb) {
-    if (kb < 64 && !((take >> kb) & 1)) continue;
-    const int64_t len = K - k < KB ? K - k : KB;
+  for (int64_t k = 0; k < K; k += KB) {
+    const int64_t step = k / KS;
+    const uint64_t steps = step < 64 ? (take >> step) & ((uint64_t(1) << S) - 1) : ALL_BLOCKS;
+    if (!steps) continue;
+    const int64_t k0 = k + (steps & 1 ? 0 : KS), k1 = imin(K, (S == 2 && !(steps & 2)) ? k + KS : k + KB);
+    if (k0 >= k1) continue;
     if (started)
-      register_tile<T, true, ROWS>(len, a + k * a_ks, a_rs, a_ks, b + k * ldb, ldb, c, ldc);
+      register_tile<T, true, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     else
-      register_tile<T, false, ROWS>(len, a + k * a_ks, a_rs, a_ks, b + k * ldb, ldb, c, ldc);
+      register_tile<T, false, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     started = true;
   }
 }
 
-template <class T, bool ACC, class Blocks = AllBlocks>
+template <class T, bool ACC, int64_t KS = KB, bool ROWS_OUTER = false, class Blocks = AllBlocks>
 __attribute__((noinline)) void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t a_rs, int64_t a_ks,
-                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = AllBlocks{}) {
-  constexpr int64_t NC = NV * Simd<T>::W;
+                                    const T* b, int64_t ldb, T* c, int64_t ldc, Blocks&& blocks = AllBlocks{},
+                                    int64_t b_js = 1) {
+  constexpr int64_t NC = PANEL<T>;
   auto tiles = [&](auto rows, int64_t i0, int64_t i1, int64_t j) {
     constexpr int R = decltype(rows)::value;
     for (int64_t i = i0; i < i1; i += R)
-      register_tile_blocks<T, ACC, R>(K, blocks(i / MR, j / KB), a + i * a_rs, a_rs, a_ks, b + j, ldb,
+      register_tile_blocks<T, ACC, R, KS>(K, blocks(i / MR, j), a + i * a_rs, a_rs, a_ks, b + j * b_js, ldb,
                                       c + i * ldc + j, ldc);
   };
-  for (int64_t j = 0; j < N; j += NC) {
-    const int64_t wide_end = M / WIDE_BLOCK * WIDE_BLOCK;
-    for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK) {
-      bool same = true;
-      for (int64_t g = 1; g < WIDE_BLOCK / MR; ++g) same &= blocks(i / MR + g, j / KB) == blocks(i / MR, j / KB);
-      if (same)
-        tiles(std::integral_constant<int, WR>{}, i, i + WIDE_BLOCK, j);
-      else
-        tiles(std::integral_constant<int, MR>{}, i, i + WIDE_BLOCK, j);
+  const int64_t wide_end = M / WIDE_BLOCK * WIDE_BLOCK;
+  auto block = [&](int64_t i, int64_t j) {
+    bool same = true;
+    for (int64_t g = 1; g < WIDE_BLOCK / MR; ++g) same &= blocks(i / MR + g, j) == blocks(i / MR, j);
+    if (same)
+      tiles(std::integral_constant<int, WR>{}, i, i + WIDE_BLOCK, j);
+    else
+      tiles(std::integral_constant<int, MR>{}, i, i + WIDE_BLOCK, j);
+  };
+  if (ROWS_OUTER) {
+    for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK)
+      for (int64_t j = 0; j < N; j += NC) block(i, j);
+    for (int64_t j = 0; j < N; j += NC) tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
+  } else {
+    for (int64_t j = 0; j < N; j += NC) {
+      for (int64_t i = 0; i < wide_end; i += WIDE_BLOCK) block(i, j);
+      tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
     }
-    tiles(std::integral_constant<int, MR>{}, wide_end, M, j);
   }
 }
 
@@ -619,7 +646,7 @@ struct Call {
   T scale2, scale2_lo;  // scale * log2(e) = scale2 + scale2_lo: exponents are scores * scale * log2(e) - shift
   int64_t tile_words;
   // packed operands (null where a direction does not use them)
-  T* kt = nullptr;  // (B * Hk, N, Dp, tnp): K^T per key block
+  T* kt = nullptr;  // (B * Hk, N, tnp / PANEL, Dp, PANEL): K^T per key block, in panels (pack_transposed)
   T* vp = nullptr;  // (B * Hk, N * tn, Dp): V rows (key position j at row j), where they are packed (key_rows)
   T* kp = nullptr;  // (B * Hk, N * tn, Dp): K rows
   bool score_rows = false;  // forward: tile scores as dot products of K rows (few query rows: no K^T to pack)
@@ -629,7 +656,7 @@ struct Call {
   // measured 10-12% faster on a reordered graph than reading them where they lie)
   bool element_direct;
   int64_t De;           // the element path's row length: D rounded up to whole vectors
-  T* vt = nullptr;  // (B * Hk, N, Dp, tnp): V^T per key block
+  T* vt = nullptr;  // (B * Hk, N, tnp / PANEL, Dp, PANEL): V^T per key block, in panels
   T* qp = nullptr;  // (B * H, M * tm, Dp): Q rows
   T* dop = nullptr;  // (B * H, M * tm, Dp): dO
   T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
@@ -708,26 +735,31 @@ struct Call {
 // key extent and past D (every element written: the buffers are not zeroed beforehand).
 
 // The transposed ones in W x W blocks of whole keys and whole vectors of D through registers (element by element,
-// the packing of K^T was 3% of shared_question's forward at 4096 on AVX2), the rest element by element.
+// the packing of K^T was 3% of shared_question's forward at 4096 on AVX2), the rest element by element; in panels of
+// PANEL keys, Dp rows of PANEL each, so that the columns a register tile reads are one contiguous run of Dp lines
+// rather than Dp lines a whole tile row apart (AVX2, 4096: shared_question's and doc_causal's forward 1-3% faster,
+// their backward 4-7%; partial tiles read few register tiles of each key block, so their reads of B are the least
+// reused).
 template <class T>
 void pack_transposed(T* dst, const T* const* rows, int64_t cols, int64_t D, int64_t Dp, int64_t tnp) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
+  constexpr int64_t NC = PANEL<T>;
+  auto at = [&](int64_t d, int64_t j) { return dst + j / NC * Dp * NC + d * NC + j % NC; };
   const int64_t cols_w = cols / W * W, D_w = D / W * W;
   for (int64_t j = 0; j < cols_w; j += W)
     for (int64_t d = 0; d < D_w; d += W) {
       V v[W];
       for (int t = 0; t < W; ++t) v[t] = load<V>(rows[j + t] + d);
       transpose<T>(v);
-      for (int t = 0; t < W; ++t) store(dst + (d + t) * tnp + j, v[t]);
+      for (int t = 0; t < W; ++t) store(at(d + t, j), v[t]);
     }
   for (int64_t d = 0; d < Dp; ++d) {
-    T* out = dst + d * tnp;
     if (d < D)
-      for (int64_t j = d < D_w ? cols_w : 0; j < cols; ++j) out[j] = rows[j][d];
+      for (int64_t j = d < D_w ? cols_w : 0; j < cols; ++j) *at(d, j) = rows[j][d];
     else
-      for (int64_t j = 0; j < cols; ++j) out[j] = 0;
-    for (int64_t j = cols; j < tnp; ++j) out[j] = 0;
+      for (int64_t j = 0; j < cols; ++j) *at(d, j) = 0;
+    for (int64_t j = cols; j < tnp; ++j) *at(d, j) = 0;
   }
 }
 
@@ -785,8 +817,8 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = r * tn;  // tn and W divide 32 or each other: W bits never straddle a word
     for (int64_t j = 0; j < cols; j += W) {
-      if (!((mixed[r / MR] >> (j / KB)) & 1)) {
-        j = (j / KB + 1) * KB - W;  // on to the next key group
+      if (!((mixed[r / MR] >> (j / KG<T>)) & 1)) {
+        j = (j / KG<T> + 1) * KG<T> - W;  // on to the next key group
         continue;
       }
       const int64_t bit = off + j;
@@ -816,9 +848,9 @@ void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, co
   for (int64_t r = 0; r < rows; ++r) {
     const Idx i = static_cast<Idx>(r0 + r);
     T* row = s + r * ld;
-    for (int64_t j0 = 0; j0 < cols; j0 += KB) {
-      if (!((mixed[r / MR] >> (j0 / KB)) & 1)) continue;
-      for (int64_t j = j0; j < imin(cols, j0 + KB); ++j) {
+    for (int64_t j0 = 0; j0 < cols; j0 += KG<T>) {
+      if (!((mixed[r / MR] >> (j0 / KG<T>)) & 1)) continue;
+      for (int64_t j = j0; j < imin(cols, j0 + KG<T>); ++j) {
         const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
         row[j] = masked ? ninf : row[j];
       }
@@ -826,8 +858,8 @@ void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, co
   }
 }
 
-// Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KB) for row r and key j (bits:
-// exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KB] bit
+// Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KG) for row r and key j (bits:
+// exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KG] bit
 // (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward. Products skip
 // the rest (whose probabilities and score gradients are 0). mixed: those of vis that hold a masked element, the only
 // ones the mask has to touch (about half of shared_question's visible ones at 4096: the others lie wholly inside a
@@ -836,7 +868,8 @@ template <class T>
 void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t payload, int64_t rows, int64_t cols,
                      uint64_t* vis, uint64_t* mixed, uint64_t* vis_t) {
   const AttentionProblem& p = c.p;
-  const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + KB - 1) / KB;
+  constexpr int64_t kgs = KG<T>;
+  const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + kgs - 1) / kgs;
   for (int64_t rg = 0; rg < c.tm / MR; ++rg) vis[rg] = mixed[rg] = 0;
   if (p.plan.intervals) {
     const int32_t* iv = p.plan.intervals + (g * p.n_k + n * c.tn) * 4;
@@ -844,7 +877,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
     for (int64_t kg = 0; kg < key_groups; ++kg) {
       int64_t lo = r1, hi = r0;  // rows [lo, hi) bound every visible row of the group's keys
       uint64_t masked_groups = 0;  // bit rg: a key of the group masks a row of row group rg
-      for (int64_t j = kg * KB; j < imin(cols, (kg + 1) * KB); ++j) {
+      for (int64_t j = kg * kgs; j < imin(cols, (kg + 1) * kgs); ++j) {
         const int64_t a0 = iv[4 * j], a1 = iv[4 * j + 1], b0 = iv[4 * j + 2], b1 = iv[4 * j + 3];
         const int64_t ranges[2][2] = {{a0, a1}, {b0, b1}};
         for (const int64_t* range : ranges) {
@@ -868,8 +901,8 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
     const uint32_t* words = p.plan.bit_pool + payload * c.tile_words;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t kg = 0; kg < key_groups; ++kg) {
-        // the group's bits of row r: KB = 32 keys from a 16-bit boundary, never past the row's last key
-        const int64_t bit = r * c.tn + kg * KB, len = imin(KB, cols - kg * KB);
+        // the group's bits of row r: at most 32 keys from a 16-bit boundary, never past the row's last key
+        const int64_t bit = r * c.tn + kg * kgs, len = imin(kgs, cols - kg * kgs);
         uint64_t chunk = words[bit >> 5] >> (bit & 31);
         if ((bit & 31) + len > 32) chunk |= uint64_t(words[(bit >> 5) + 1]) << (32 - (bit & 31));
         const uint64_t all = len < 64 ? (uint64_t(1) << len) - 1 : ~uint64_t(0);
@@ -879,7 +912,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
       }
   }
   for (int64_t rg = 0; rg < groups; ++rg) mixed[rg] &= vis[rg];
-  for (int64_t kg = 0; kg < (c.tnp + KB - 1) / KB; ++kg) {
+  for (int64_t kg = 0; kg < (c.tnp + kgs - 1) / kgs; ++kg) {
     vis_t[kg] = 0;
     for (int64_t rg = 0; rg < groups; ++rg)
       if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
@@ -936,36 +969,45 @@ struct ForwardScratch {
   }
 };
 
-// Online softmax over one tile of scores (rows x ncols, masked elements -inf): row maxima and sums updated (in base 2:
-// exponents are scores * scale2), the output rows rescaled, the scores replaced by their probabilities (0 where
-// masked). Only the key groups vis names for a row's register tile (all where vis is null): the products read no
-// others.
+// Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP): row maxima and sums
+// updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores replaced by their
+// probabilities (0 where masked). Only the key groups vis names for a row's register tile (all where vis is null): the
+// products read no others.
+// Every row's maximum first, then every row's exponentials: a row's exponentials wait for its maximum (a fold across
+// the lanes), and a partial tile's row holds only a few vectors of them; in two passes no row waits on its own.
 // Not inlined: inside the unit function its row sum competed for registers with everything else live there and was
 // kept on the stack, a store and a load on every step of the sum.
 template <class T>
-__attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l, const uint64_t* vis) {
+__attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t rows, int64_t ncols, T* o, T* mx, T* l,
+                                              const uint64_t* vis) {
   using V = typename Simd<T>::V;
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  T new_max[STRIP];
   for (int64_t r = 0; r < rows; ++r) {
-    T* row = s + r * c.tnp;
+    const T* row = s + r * c.tnp;
     const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
     if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
     V top = splat<V>(ninf);
-    for (int64_t j0 = 0; j0 < ncols; j0 += KB) {
-      if (!((seen >> (j0 / KB)) & 1)) continue;
-      for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) top = vmax(top, load<V>(row + j));
+    for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
+      if (!((seen >> (j0 / KG<T>)) & 1)) continue;
+      for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) top = vmax(top, load<V>(row + j));
     }
     const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
-    const T new_max = row_max > mx[r] ? row_max : mx[r];
+    new_max[r] = row_max > mx[r] ? row_max : mx[r];
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = s + r * c.tnp;
+    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+    if (!seen) continue;
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
-    const T shift = new_max == ninf ? T(0) : new_max;
+    const T shift = new_max[r] == ninf ? T(0) : new_max[r];
     const V vshift = splat<V>(shift);
     V sum{};
-    for (int64_t j0 = 0; j0 < ncols; j0 += KB) {
-      if (!((seen >> (j0 / KB)) & 1)) continue;
-      for (int64_t j = j0; j < imin(ncols, j0 + KB); j += W) {
+    for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
+      if (!((seen >> (j0 / KG<T>)) & 1)) continue;
+      for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) {
         const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
         const V e = exp2v<T, true>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
         store(row + j, e);
@@ -978,7 +1020,7 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
       const V va = splat<V>(alpha);
       for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
     }
-    mx[r] = new_max;
+    mx[r] = new_max[r];
   }
 }
 
@@ -1095,7 +1137,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     w.l[r] = 0;
   }
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
-  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KB];
+  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KG<T>];
   for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
@@ -1104,7 +1146,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     const bool partial = p.plan.kind[e] == PARTIAL_TILE;
     const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
     if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
-    auto score_blocks = [&](int64_t i, int64_t kg) { return (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0); };
+    auto score_blocks = [&](int64_t i, int64_t j) { return (vis[i] >> (j / KG<T>)) & 1 ? ALL_BLOCKS : uint64_t(0); };
     auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
     // the tile in strips of STRIP rows: scores, mask, softmax and P V of a strip while its scores are in L1
@@ -1113,8 +1155,8 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
       T* s = w.s + r0s * c.tnp;
       T* o = w.o + r0s * c.Dp;
       const T* q = w.q + r0s * c.Dp;
-      auto strip_scores = [&](int64_t i, int64_t kg) { return score_blocks(i + g0, kg); };
-      auto strip_keys = [&](int64_t i, int64_t kg) { return key_blocks(i + g0, kg); };
+      auto strip_scores = [&](int64_t i, int64_t j) { return score_blocks(i + g0, j); };
+      auto strip_keys = [&](int64_t i, int64_t j) { return key_blocks(i + g0, j); };
       if (c.score_rows) {
         const typename Call<T>::Rows key_rows = c.key_table(bk);
         for (int64_t r = 0; r < rs; ++r) {
@@ -1124,16 +1166,16 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
             for (int64_t j = 0; j < c.tnp; ++j) s[r * c.tnp + j] = 0;
         }
       } else if (partial) {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp, strip_scores);
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, strip_scores, c.Dp);
       } else {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, s, c.tnp);
+        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, AllBlocks{}, c.Dp);
       }
       mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, mixed);
       online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
       if (partial)
-        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
+        gemm<T, true, KG<T>, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
       else
-        gemm<T, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
+        gemm<T, true, KB, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
     }
   }
   for (int64_t r = 0; r < rows; ++r) write_row(p, bh, c.token(r0 + r), w.o + r * c.Dp, w.mx[r], w.l[r]);
@@ -1306,7 +1348,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const T* delta = c.delta + bh * Mq;
   const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
   const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
-  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KB];
+  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KG<T>];
   for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
     const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
     std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
@@ -1321,14 +1363,14 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       const bool partial = p.plan.bwd_kind[e] == PARTIAL_TILE;
       const int32_t payload = p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1;
       if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
-      auto score_blocks = [&](int64_t i, int64_t kg) {
-        return !partial || (vis[i] >> kg) & 1 ? ALL_BLOCKS : uint64_t(0);
+      auto score_blocks = [&](int64_t i, int64_t j) {
+        return !partial || (vis[i] >> (j / KG<T>)) & 1 ? ALL_BLOCKS : uint64_t(0);
       };
       auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
-      auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KB] : ALL_BLOCKS; };
-      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), c.tnp, w.s, c.tnp, score_blocks);
+      auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KG<T>] : ALL_BLOCKS; };
+      gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, w.s, c.tnp, score_blocks, c.Dp);
       mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, mixed);
-      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), c.tnp, w.dp, c.tnp, score_blocks);
+      gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), PANEL<T>, w.dp, c.tnp, score_blocks, c.Dp);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
       for (int64_t r = 0; r < rows_p; ++r) {
@@ -1338,7 +1380,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
         T* drow = w.dp + r * c.tnp;
         const uint64_t seen = partial ? vis[r / MR] : ALL_BLOCKS;
         for (int64_t j = 0; j < c.tnp; j += W) {
-          if (!((seen >> (j / KB)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
+          if (!((seen >> (j / KG<T>)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
             store(srow + j, V{});
             store(drow + j, V{});
             continue;
@@ -1352,8 +1394,8 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
       gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp, query_blocks);
       gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp, query_blocks);
-      gemm<T, true>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
-                    key_blocks);
+      gemm<T, true, KG<T>>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
+                           key_blocks);
     }
     const T scale = static_cast<T>(p.scale);
     for (int64_t j = 0; j < cols; ++j) {

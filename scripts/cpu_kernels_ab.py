@@ -3,9 +3,9 @@ machine whose load comes and goes (docs/performance.md, "The element path for gr
 
 OTHER is a copy of another build's extension module (``build/cp311/maskprep/attention.cpython-311-*.so`` of a checkout
 at the base commit, copied aside). Both modules are loaded into one process; by default each (workload, n) is timed
-for both, call by call in turns, and the medians printed. With ``--bench`` the whole ``python -m maskattn bench --cpu``
-run (SDPA beside it) is made with OTHER's kernels instead, its rows written as JSON: run it and the plain bench in
-turns.
+for both, call by call in turns, and the medians printed, with the median of the turns' ratios (this over OTHER, less
+one) in brackets. With ``--bench`` the whole ``python -m maskattn bench --cpu`` run (SDPA beside it) is made with
+OTHER's kernels instead, its rows written as JSON: run it and the plain bench in turns.
 
     python scripts/cpu_kernels_ab.py OTHER [--workloads graph graph_rcm] [--n 4096 16384] [--reps 5] [--threads 1]
     python scripts/cpu_kernels_ab.py OTHER --bench --out other.json [--workloads ...] [--n ...]
@@ -64,8 +64,15 @@ def in_turns(other, args):
                         fns[label][part]()
                         times[label, part].append((time.perf_counter() - start) * 1e3)
             print(f"{n:6d} {name:16s}" + "".join(f" | {part} {statistics.median(times['other', part]):8.2f} -> "
-                                                 f"{statistics.median(times['this', part]):8.2f} ms"
+                                                 f"{statistics.median(times['this', part]):8.2f} ms "
+                                                 f"({paired(times['this', part], times['other', part]):+.1%})"
                                                  for part in args.parts), flush=True)
+
+
+def paired(this, other):
+    """The median over turns of this call's time over the other's in the same turn, less one: load that comes and
+    goes moves both calls of a turn alike, where it moves the two medians by different calls."""
+    return statistics.median(a / b for a, b in zip(this, other)) - 1
 
 
 def bench_with(other, args):
