@@ -154,3 +154,20 @@ def test_command_line():
     assert parser.parse_args(["--peers"]).peers == []
     with pytest.raises(SystemExit):
         parser.parse_args(["--peers", "flash2"])
+
+
+def test_sdpa_table_has_a_cell_per_column(capsys):
+    """bench --sdpa's row and table: every header has its cell, with or without the forward+backward's timings."""
+    from maskattn.bench import sdpa
+
+    row = {"n": 1024, "workload": "causal", "partial": 8, "density": 0.5, "plan_ms": 0.1, "plan_gpu_ms": 0.05,
+           "wrapper_host_ms": 0.2, "sdpa_fwd_ms": 2.0, "wrapper_fwd_ms": 0.6, "precompiled_fwd_ms": 0.5,
+           "host_plan_fwd_ms": 0.5, "rel_err_vs_sdpa": 1e-4, "errors": []}
+    backward = dict(row, sdpa_fwdbwd_ms=6.0, wrapper_fwdbwd_ms=2.2, precompiled_fwdbwd_ms=2.0,
+                    wrapper_step_host_ms=0.9)
+    for r in (row, backward):
+        sdpa.print_row(r)
+        head, rule, line = sdpa.markdown([r]).splitlines()
+        assert head.count("|") == line.count("|") == rule.count("|")
+    assert "wrapper host fwd+bwd 0.900 ms" in capsys.readouterr().out
+    assert line.endswith("| 1.10 | 0.367 | 0.900 |")

@@ -16,7 +16,7 @@ from maskattn.backends import cuda
 from maskattn.backends.cuda import plans
 
 from . import workloads
-from .common import bench_ms, fmt, fwd_bwd_ms, median_ms, print_report, ratio, try_
+from .common import bench_ms, fmt, fwd_bwd_ms, fwd_bwd_step, median_ms, print_report, ratio, try_
 
 
 def fully_masked_rows(dtype) -> str:
@@ -85,6 +85,9 @@ def run(args) -> list[dict]:
             # host time of a call (the launches queued, nothing waited for): what the GPU's work must cover
             row["wrapper_host_ms"] = median_ms(lambda: wrapper(q, k, v), 20)
             torch.cuda.synchronize()
+            if args.backward:  # the same for a forward+backward step: where it exceeds the GPU's time, host-bound
+                row["wrapper_step_host_ms"] = median_ms(fwd_bwd_step(wrapper, q, k, v, do), 20)
+                torch.cuda.synchronize()
             ref = try_(lambda: sdpa(q, k, v), errors, "sdpa")
             if ref is not None:
                 seen = mask.any(-1)
@@ -111,14 +114,16 @@ def print_row(row):
         w, p, s = (row.get(f"{label}_{part}_ms") for label in ("wrapper", "precompiled", "sdpa"))
         line += (f" | {part} wrapper {fmt(w)} precompiled {fmt(p)} sdpa-mask {fmt(s)}"
                  f" ({fmt(ratio(w, p), '.2f')}x, {fmt(ratio(w, s), '.3f')}x)")
-    line += f" | host plan fwd {fmt(row.get('host_plan_fwd_ms'))} | err {fmt(row.get('rel_err_vs_sdpa'), '.1e')}"
+    line += (f" | wrapper host fwd+bwd {fmt(row.get('wrapper_step_host_ms'))} ms | host plan fwd "
+             f"{fmt(row.get('host_plan_fwd_ms'))} | err {fmt(row.get('rel_err_vs_sdpa'), '.1e')}")
     print_report(line, row["errors"])
 
 
 def markdown(rows) -> str:
     head = ["n", "workload", "partial", "plan ms", "plan GPU ms", "wrapper host ms",
             "fwd: SDPA mask", "wrapper", "precompiled", "host plan", "wrapper / precompiled", "wrapper / SDPA",
-            "fwd+bwd: SDPA mask", "wrapper", "precompiled", "wrapper / precompiled", "wrapper / SDPA"]
+            "fwd+bwd: SDPA mask", "wrapper", "precompiled", "wrapper / precompiled", "wrapper / SDPA",
+            "wrapper host fwd+bwd ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["n"], r["workload"], r["partial"], f"{r['plan_ms']:.3f}", f"{r['plan_gpu_ms']:.3f}",
@@ -129,5 +134,6 @@ def markdown(rows) -> str:
             if part == "fwd":
                 cells.append(fmt(r.get("host_plan_fwd_ms")))
             cells += [fmt(ratio(w, p), ".2f"), fmt(ratio(w, s), ".3f")]
+        cells.append(fmt(r.get("wrapper_step_host_ms")))
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
