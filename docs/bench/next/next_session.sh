@@ -6,6 +6,9 @@
 #    if it costs full's and "block causal + 1 partial" causal's, the interval kernel is; if both cost full's, the
 #    diagonal's PARTIAL tiles are.
 # 2. The GPU tests of the forward and backward on main (routine: the kernels did not change on 2026-11-27 afternoon).
+# A second call: `python3 -m maskattn bench --sdpa --n 16384 --heads 16 --head-dim 128 --backward` (its new column,
+# the wrapper's host time per fwd+bwd step, not yet run on a GPU) and `python3 -m pytest -q tests/gpu/test_torch_gpu.py
+# tests/gpu/test_sdpa_gpu.py` (the eager route's once_differentiable, 847236f, ran on the CPU only).
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
