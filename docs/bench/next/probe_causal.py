@@ -36,14 +36,14 @@ gen = torch.Generator(device="cuda").manual_seed(0)
 q, k, v = (torch.randn(1, H, n, D, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
 do = torch.randn_like(q)
 print(torch.cuda.get_device_name())
-print("| mask | payload | tiles (partial) | fwd ms | ns per tile per head |" + (" fwd+bwd ms |" if "--backward" in sys.argv
-                                                                             else ""))
+backward = "--backward" in sys.argv
+print("| mask | payload | tiles (partial) | fwd ms | ns per tile per head |" + (" fwd+bwd ms |" if backward else ""))
 for name, spec in specs.items():
     plan = maskattn.compile_mask(spec if spec is not None else masks.full(n, n), tile)
     stats = plan.stats(D)
     ms = bench_ms(lambda: maskattn.attention(q, k, v, plan))
     row = (f"| {name} | {plan.payload} | {stats['active_blocks']} ({stats['partial_blocks']}) | {ms:.3f} | "
            f"{ms * 1e6 / stats['active_blocks'] / H:.1f} |")
-    if "--backward" in sys.argv:
+    if backward:
         row += f" {fwd_bwd_ms(lambda a, b, c: maskattn.torch.attention(a, b, c, plan), q, k, v, do):.3f} |"
     print(row, flush=True)

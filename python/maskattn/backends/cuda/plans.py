@@ -23,8 +23,8 @@ def device_plan(plan: BlockMask) -> "DevicePlan":
     buffer (``plan.buffer``, laid out by the compiler): it travels in one host-to-device copy, with nothing to repack.
     Copied after it (:func:`upload_pieces`): ``m_levels`` and ``n_levels`` (int32 (rows, 2), ``rank_levels`` of the
     CTA orders: the kernels start each run of rows in one length band head by head; a plan built on the device has
-    its own, written by ``dense_plan_fill``: a run ends wherever one mask group's band changes) and, for a plan with a node order, ``perm``
-    (int32).
+    its own, written by ``dense_plan_fill``: a run ends wherever one mask group's band changes) and, for a plan with a
+    node order, ``perm`` (int32).
     """
     if not isinstance(plan, BlockMask):
         raise TypeError(f"expected a BlockMask; got {type(plan).__name__}")
