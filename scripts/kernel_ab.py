@@ -2,7 +2,8 @@
 against the installed sources (the working tree), in turns, on the same cases and inputs.
 
     git archive HEAD gpu | tar -x -C .whl/base     # on the host: the GPU machine's copy of the tree has no history
-    python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward] [--only SUBSTRINGS]
+    python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward [--deterministic]]
+                                 [--only SUBSTRINGS]
 
 Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), a folder must run with
 its own package: install its tree elsewhere and pair the two with ``--site FOLDER SITE`` (that folder's process then
@@ -27,7 +28,7 @@ import subprocess
 import sys
 
 # (workload, n, heads, head dim); the forward of each, and with --backward the default backward of the first rows
-# (one pass on Hopper) and the deterministic one of full D=128
+# (one pass on Hopper) and the deterministic one of full D=128 (with --deterministic, of every backward row)
 FORWARD = [
     ("full", 16384, 16, 128),
     ("causal", 16384, 16, 128),
@@ -42,11 +43,11 @@ FORWARD = [
     ("bigbird", 16384, 16, 128),
     ("shared_question", 16384, 16, 128),
 ]
-BACKWARD = FORWARD[:2] + FORWARD[4:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128),
-                                        ("graph_rcm", 16384, 16, 128)]
+BACKWARD = FORWARD[:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128),
+                          ("shared_question", 16384, 16, 128), ("graph_rcm", 16384, 16, 128)]
 
 
-def time_cases(backward: bool, only: str) -> dict:
+def time_cases(backward: bool, only: str, deterministic: bool = False) -> dict:
     import cupy as cp
     import ml_dtypes
     import numpy as np
@@ -62,7 +63,8 @@ def time_cases(backward: bool, only: str) -> dict:
     runs = [(f"fwd {workload} {n // 1024}k D={d}", workload, n, h, d, None) for workload, n, h, d in FORWARD]
     if backward:
         runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False) for workload, n, h, d in BACKWARD]
-        runs.append(("bwd deterministic full 16k D=128", "full", 16384, 16, 128, True))
+        runs += [(f"bwd deterministic {workload} {n // 1024}k D={d}", workload, n, h, d, True)
+                 for workload, n, h, d in (BACKWARD if deterministic else BACKWARD[:1])]
     times = {}
     for label, workload, n, h, d, deterministic in runs:
         if not any(part in label for part in only.split(",")):
@@ -84,6 +86,8 @@ def main():
     parser.add_argument("folders", nargs="+", help="folders of .cu / .cuh files: the baseline, then any variants")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backward", action="store_true")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="with --backward, time the deterministic backward of every backward case too")
     parser.add_argument("--only", default="",
                         help="time only the cases whose label contains this (or one of several, comma-separated)")
     parser.add_argument("--site", nargs=2, action="append", default=[], metavar=("FOLDER", "SITE"),
@@ -93,7 +97,7 @@ def main():
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(time_cases(args.backward, args.only)))
+        print(json.dumps(time_cases(args.backward, args.only, args.deterministic)))
         return
     folders = [os.path.abspath(folder) for folder in args.folders]
     for folder in folders:
@@ -121,6 +125,8 @@ def main():
             command = [sys.executable, __file__, folders[0], "--worker", "--only", args.only]
             if args.backward:
                 command.append("--backward")
+            if args.deterministic:
+                command.append("--deterministic")
             done = subprocess.run(command, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 sys.exit(f"{side} round {round_} failed:\n{done.stderr[-3000:]}")
