@@ -24,10 +24,6 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
-__device__ __forceinline__ void prefetch_tensor_map(const TensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
-}
-
 // `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared memory by the
 // copy engine, completing on the barrier.
 __device__ __forceinline__ void bulk_load(unsigned s_dst, const void* g_src, unsigned bytes, unsigned bar) {

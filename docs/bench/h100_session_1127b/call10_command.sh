@@ -1,0 +1,11 @@
+set -uo pipefail
+export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
+export PYTHONPATH=/tmp/site
+python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+nvidia-smi --query-gpu=name --format=csv,noheader
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 1000 > $OUT/clocks.csv &
+sampler=$!
+(cd scripts && timeout 540 python3 kernel_ab.py ../.whl/ab/base/gpu --rounds 3 --backward --only "fwd full 16k D=128,fwd causal 16k D=128,fwd swa,fwd doc_causal 16k D=128,fwd bigbird,fwd shared_question,bwd swa,bwd doc_causal 16k D=64,bwd full 16k D=128" 2> $OUT/ab.log)
+echo "ab rc $? $(date +%T)"
+kill $sampler
