@@ -165,25 +165,45 @@ struct Exp2Consts<double> {
   static constexpr double lo = -1022.0, hi = 1023.0, magic = 6755399441055744.0;  // 1.5 * 2^52
 };
 
-// NONPOSITIVE: the caller's x is at most 0 up to rounding (or NaN), as the forward's exponents are (scores less their
-// row's maximum): no clamp at the top, one operation fewer on the ports the FMAs need.
-template <class T, bool NONPOSITIVE = false>
-inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
+// x[u] = 2^x[u] for U vectors, each step taken for all U before the next. NONPOSITIVE: the caller's x is at most 0 up
+// to rounding (or NaN), as the forward's exponents are (scores less their row's maximum): no clamp at the top, one
+// operation fewer on the ports the FMAs need. One exponential is a chain of about 15 dependent operations (some 50
+// cycles on AVX2), longer than the core's scheduler can overlap with the chains that follow it in program order;
+// in steps, U chains advance side by side (the forward's loop of exponentials, one row at a time, ran at a quarter
+// of the FMA ports' rate). Every lane's operations are those of one exponential alone.
+template <class T, bool NONPOSITIVE = false, int U = 1>
+__attribute__((always_inline)) inline void exp2v_n(typename Simd<T>::V* x) {
   using V = typename Simd<T>::V;
   using I = typename Simd<T>::I;
   using C = Exp2Consts<T>;
   const V lo = splat<V>(C::lo), hi = splat<V>(C::hi), magic = splat<V>(C::magic);
-  const V xc = NONPOSITIVE ? vmax(lo, x) : vmin(hi, vmax(lo, x));  // lo and hi first: a NaN x stays NaN
-  const V r = xc + magic;
-  const V f = xc - (r - magic);
   constexpr Exp2Taylor<C::degree> taylor{};
-  V p = splat<V>(static_cast<T>(taylor.c[C::degree]));
+  V r[U], f[U], p[U];
 #pragma GCC unroll 16
-  for (int i = C::degree - 1; i >= 0; --i) p = p * f + static_cast<T>(taylor.c[i]);
-  // the low bits of r hold n; the difference of the two bit patterns is n itself
-  const I e = ((reinterpret_cast<const I&>(r) - reinterpret_cast<const I&>(magic)) + C::bias) << C::mantissa;
-  const V y = p * reinterpret_cast<const V&>(e);
-  return x < lo ? V{} : y;
+  for (int u = 0; u < U; ++u) {
+    const V xc = NONPOSITIVE ? vmax(lo, x[u]) : vmin(hi, vmax(lo, x[u]));  // lo and hi first: a NaN x stays NaN
+    r[u] = xc + magic;
+    f[u] = xc - (r[u] - magic);
+    p[u] = splat<V>(static_cast<T>(taylor.c[C::degree]));
+  }
+#pragma GCC unroll 16
+  for (int i = C::degree - 1; i >= 0; --i)
+#pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) p[u] = p[u] * f[u] + static_cast<T>(taylor.c[i]);
+#pragma GCC unroll 16
+  for (int u = 0; u < U; ++u) {
+    // the low bits of r hold n; the difference of the two bit patterns is n itself (casts of vectors keep the bits)
+    const I e = (((I)r[u] - (I)magic) + C::bias) << C::mantissa;
+    const V y = p[u] * (V)e;
+    x[u] = x[u] < lo ? V{} : y;
+  }
+}
+
+// 2^x per lane (exp2v_n of one vector)
+template <class T, bool NONPOSITIVE = false>
+inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
+  exp2v_n<T, NONPOSITIVE>(&x);
+  return x;
 }
 
 // The lanes of v folded in halves (max or sum): log2(W) steps, in registers (halves taken by shuffles: taking the
@@ -969,12 +989,29 @@ struct ForwardScratch {
   }
 };
 
-// Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP): row maxima and sums
-// updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores replaced by their
-// probabilities (0 where masked). Only the key groups vis names for a row's register tile (all where vis is null): the
-// products read no others.
+// Calls f(j0, j1) for each run of consecutive key groups that `seen` names (bit g: keys [g * KG, (g + 1) * KG)), the
+// run's keys [j0, j1) cut at ncols, in ascending order: one loop over a run's vectors instead of a test per group.
+template <class T, class F>
+inline void for_runs(uint64_t seen, int64_t ncols, F&& f) {
+  while (seen) {
+    const int first = __builtin_ctzll(seen);
+    const uint64_t from = seen >> first;
+    const int end = ~from ? first + __builtin_ctzll(~from) : 64;
+    const int64_t j0 = first * KG<T>;
+    if (j0 >= ncols) return;
+    f(j0, imin(ncols, end * KG<T>));
+    seen = end < 64 ? seen & (~uint64_t(0) << end) : 0;
+  }
+}
+
+// Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP, a multiple of MR):
+// row maxima and sums updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores
+// replaced by their probabilities (0 where masked). Only the key groups vis names for a row's register tile (all
+// where vis is null): the products read no others.
 // Every row's maximum first, then every row's exponentials: a row's exponentials wait for its maximum (a fold across
-// the lanes), and a partial tile's row holds only a few vectors of them; in two passes no row waits on its own.
+// the lanes), and a partial tile's row holds only a few vectors of them; in two passes no row waits on its own. Both
+// passes take the MR rows of a register tile (which see the same key groups) side by side, vector by vector: their
+// exponentials as MR chains in steps (exp2v_n), each row's sum in its own order.
 // Not inlined: inside the unit function its row sum competed for registers with everything else live there and was
 // kept on the stack, a store and a load on every step of the sum.
 template <class T>
@@ -984,43 +1021,62 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const int64_t ld = c.tnp;
   T new_max[STRIP];
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = s + r * c.tnp;
-    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
-    if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
-    V top = splat<V>(ninf);
-    for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
-      if (!((seen >> (j0 / KG<T>)) & 1)) continue;
-      for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) top = vmax(top, load<V>(row + j));
-    }
-    const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
-    new_max[r] = row_max > mx[r] ? row_max : mx[r];
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    T* row = s + r * c.tnp;
-    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    const uint64_t seen = vis ? vis[r0 / MR] : ALL_BLOCKS;
     if (!seen) continue;
+    V top[MR];
+    for (int u = 0; u < MR; ++u) top[u] = splat<V>(ninf);
+    const T* row = s + r0 * ld;
+    for_runs<T>(seen, ncols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W)
+#pragma GCC unroll 16
+        for (int u = 0; u < MR; ++u) top[u] = vmax(top[u], load<V>(row + u * ld + j));
+    });
+    for (int u = 0; u < MR; ++u) {
+      const T row_max = hmax<T>(top[u]) * c.scale2;  // scale2 > 0: the maximum of the exponents
+      new_max[r0 + u] = row_max > mx[r0 + u] ? row_max : mx[r0 + u];
+    }
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    const uint64_t seen = vis ? vis[r0 / MR] : ALL_BLOCKS;
+    if (!seen) continue;  // nothing here for these rows: their state stands, and no product reads their probabilities
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
-    const T shift = new_max[r] == ninf ? T(0) : new_max[r];
-    const V vshift = splat<V>(shift);
-    V sum{};
-    for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
-      if (!((seen >> (j0 / KG<T>)) & 1)) continue;
-      for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) {
-        const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
-        const V e = exp2v<T, true>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
-        store(row + j, e);
-        sum += e;
+    T shift[MR];
+    V vshift[MR], sum[MR];
+    for (int u = 0; u < MR; ++u) {
+      shift[u] = new_max[r0 + u] == ninf ? T(0) : new_max[r0 + u];
+      vshift[u] = splat<V>(shift[u]);
+      sum[u] = V{};
+    }
+    T* row = s + r0 * ld;
+    for_runs<T>(seen, ncols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W) {
+        V e[MR];
+#pragma GCC unroll 16
+        for (int u = 0; u < MR; ++u) {
+          const V x = vmax(load<V>(row + u * ld + j), lowest);  // a masked -inf times a negative low part: NaN
+          e[u] = x * lo + (x * hi - vshift[u]);  // fused multiply-adds: rounded once, where it is small
+        }
+        exp2v_n<T, true, MR>(e);
+#pragma GCC unroll 16
+        for (int u = 0; u < MR; ++u) {
+          store(row + u * ld + j, e[u]);
+          sum[u] += e[u];
+        }
       }
+    });
+    for (int u = 0; u < MR; ++u) {
+      const int64_t r = r0 + u;
+      const T alpha = mx[r] == shift[u] ? T(1) : exp2s(mx[r] - shift[u]);
+      l[r] = alpha * l[r] + hsum<T>(sum[u]);
+      if (alpha != T(1)) {
+        const V va = splat<V>(alpha);
+        for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
+      }
+      mx[r] = new_max[r];
     }
-    const T alpha = mx[r] == shift ? T(1) : exp2s(mx[r] - shift);
-    l[r] = alpha * l[r] + hsum<T>(sum);
-    if (alpha != T(1)) {
-      const V va = splat<V>(alpha);
-      for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
-    }
-    mx[r] = new_max[r];
   }
 }
 
