@@ -563,6 +563,22 @@ constexpr int64_t PANEL = NV * Simd<T>::W;
 template <class T>
 constexpr int64_t KG = PANEL<T> > KB / 2 ? PANEL<T> : KB / 2;
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
+
+// Calls f(j0, j1) for each run of consecutive key groups that `seen` names (bit g: keys [g * KG, (g + 1) * KG)), the
+// run's keys [j0, j1) cut at ncols, in ascending order: one loop over a run's vectors instead of a test per group.
+template <class T, class F>
+inline void for_runs(uint64_t seen, int64_t ncols, F&& f) {
+  while (seen) {
+    const int first = __builtin_ctzll(seen);
+    const uint64_t from = seen >> first;
+    const int end = ~from ? first + __builtin_ctzll(~from) : 64;
+    const int64_t j0 = first * KG<T>;
+    if (j0 >= ncols) return;
+    f(j0, imin(ncols, end * KG<T>));
+    seen = end < 64 ? seen & (~uint64_t(0) << end) : 0;
+  }
+}
+
 #ifndef MASKPREP_STRIP
 #define MASKPREP_STRIP 64
 #endif
@@ -682,6 +698,10 @@ struct Call {
   T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
                       // n_q
   T* delta = nullptr;  // (B * H, M * tm): rowsum(dO * O)
+  // forward: each PARTIAL entry's vis and mixed (tile_visibility), made once per call where the plan's tiles serve
+  // several heads (null where each unit makes its own)
+  uint64_t* entry_vis = nullptr;  // (PARTIAL entries, 2, tm / MR)
+  int64_t* entry_slot = nullptr;  // (entries): an entry's row of entry_vis (PARTIAL ones only)
   // backward bookkeeping
   int64_t chunks = 1;          // key-block ranges per (batch, head)
   int64_t* chunk_begin = nullptr;  // (G, chunks + 1)
@@ -850,37 +870,45 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
   }
 }
 
+// The same for an interval payload (iv: the tile's keys' LTS, LTE, UTS, UTE), by vectors of keys: lane for lane
+// the bounds (put into planar arrays of the lanes' width, zero past cols: no masked range) against the row index.
 template <class T>
 void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, const int32_t* iv,
                     typename Simd<T>::Idx* planar, int64_t tnp, const uint64_t* mixed) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
   using Idx = typename Simd<T>::Idx;
+  constexpr int W = Simd<T>::W;
   Idx* lts = planar;
   Idx* lte = planar + tnp;
   Idx* uts = planar + 2 * tnp;
   Idx* ute = planar + 3 * tnp;
-  for (int64_t j = 0; j < cols; ++j) {
-    lts[j] = iv[4 * j];
-    lte[j] = iv[4 * j + 1];
-    uts[j] = iv[4 * j + 2];
-    ute[j] = iv[4 * j + 3];
+  const int64_t ncols = round_up<T>(cols, W);
+  for (int64_t j = 0; j < ncols; ++j) {
+    const bool key = j < cols;
+    lts[j] = key ? iv[4 * j] : 0;
+    lte[j] = key ? iv[4 * j + 1] : 0;
+    uts[j] = key ? iv[4 * j + 2] : 0;
+    ute[j] = key ? iv[4 * j + 3] : 0;
   }
-  const T ninf = neg_inf<T>();
+  const V ninf = splat<V>(neg_inf<T>());
   for (int64_t r = 0; r < rows; ++r) {
-    const Idx i = static_cast<Idx>(r0 + r);
+    const I i = splat<I>(static_cast<Idx>(r0 + r));
     T* row = s + r * ld;
-    for (int64_t j0 = 0; j0 < cols; j0 += KG<T>) {
-      if (!((mixed[r / MR] >> (j0 / KG<T>)) & 1)) continue;
-      for (int64_t j = j0; j < imin(cols, j0 + KG<T>); ++j) {
-        const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
-        row[j] = masked ? ninf : row[j];
+    for_runs<T>(mixed[r / MR], ncols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W) {
+        const I masked = ((load<I>(lts + j) <= i) & (i < load<I>(lte + j))) |
+                         ((load<I>(uts + j) <= i) & (i < load<I>(ute + j)));
+        store(row + j, masked ? ninf : load<V>(row + j));
       }
-    }
+    });
   }
 }
 
 // Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KG) for row r and key j (bits:
 // exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KG] bit
-// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward. Products skip
+// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward (where vis_t is
+// not null). Products skip
 // the rest (whose probabilities and score gradients are 0). mixed: those of vis that hold a masked element, the only
 // ones the mask has to touch (about half of shared_question's visible ones at 4096: the others lie wholly inside a
 // document, question or answer). rows: valid rows of the tile; cols: valid keys.
@@ -932,7 +960,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
       }
   }
   for (int64_t rg = 0; rg < groups; ++rg) mixed[rg] &= vis[rg];
-  for (int64_t kg = 0; kg < (c.tnp + kgs - 1) / kgs; ++kg) {
+  for (int64_t kg = 0; vis_t && kg < (c.tnp + kgs - 1) / kgs; ++kg) {
     vis_t[kg] = 0;
     for (int64_t rg = 0; rg < groups; ++rg)
       if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
@@ -988,21 +1016,6 @@ struct ForwardScratch {
     planar = reinterpret_cast<typename Simd<T>::Idx*>(l + c.tm);
   }
 };
-
-// Calls f(j0, j1) for each run of consecutive key groups that `seen` names (bit g: keys [g * KG, (g + 1) * KG)), the
-// run's keys [j0, j1) cut at ncols, in ascending order: one loop over a run's vectors instead of a test per group.
-template <class T, class F>
-inline void for_runs(uint64_t seen, int64_t ncols, F&& f) {
-  while (seen) {
-    const int first = __builtin_ctzll(seen);
-    const uint64_t from = seen >> first;
-    const int end = ~from ? first + __builtin_ctzll(~from) : 64;
-    const int64_t j0 = first * KG<T>;
-    if (j0 >= ncols) return;
-    f(j0, imin(ncols, end * KG<T>));
-    seen = end < 64 ? seen & (~uint64_t(0) << end) : 0;
-  }
-}
 
 // Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP, a multiple of MR):
 // row maxima and sums updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores
@@ -1164,6 +1177,21 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
   }
 }
 
+// c.entry_vis of the PARTIAL entries of (group, query block) u that take the tiles' path
+template <class T>
+void visibility_of_row(Call<T>& c, int64_t u) {
+  const AttentionProblem& p = c.p;
+  const int64_t g = u / c.M, m = u % c.M, rows = imin(c.tm, p.n_q - m * c.tm);
+  if (c.fwd_elements(g, m)) return;
+  for (int64_t e = p.plan.row_ptr[g * (c.M + 1) + m]; e < p.plan.row_ptr[g * (c.M + 1) + m + 1]; ++e) {
+    if (p.plan.kind[e] != PARTIAL_TILE) continue;
+    const int64_t n = p.plan.col_idx[e];
+    uint64_t* vis = c.entry_vis + c.entry_slot[e] * 2 * (c.tm / MR);
+    tile_visibility(c, g, m, n, p.plan.payload_idx ? p.plan.payload_idx[e] : -1, rows, imin(c.tn, p.n_k - n * c.tn),
+                    vis, vis + c.tm / MR, nullptr);
+  }
+}
+
 template <class T>
 void forward_unit(Call<T>& c, int64_t unit, int thread) {
   const AttentionProblem& p = c.p;
@@ -1193,7 +1221,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     w.l[r] = 0;
   }
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
-  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KG<T>];
+  uint64_t own[2 * 256 / MR];
   for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
@@ -1201,7 +1229,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     // a PARTIAL tile's register tiles that see nothing are skipped by every product
     const bool partial = p.plan.kind[e] == PARTIAL_TILE;
     const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
-    if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
+    const uint64_t* vis = c.entry_vis && partial ? c.entry_vis + c.entry_slot[e] * 2 * (c.tm / MR) : own;
+    const uint64_t* mixed = vis + c.tm / MR;
+    if (partial && !c.entry_vis) tile_visibility(c, g, m, n, payload, rows, cols, own, own + c.tm / MR, nullptr);
     auto score_blocks = [&](int64_t i, int64_t j) { return (vis[i] >> (j / KG<T>)) & 1 ? ALL_BLOCKS : uint64_t(0); };
     auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
@@ -1265,6 +1295,20 @@ void run_forward(const AttentionProblem& p, int threads) {
   c.vp = values ? vp.data : nullptr;
   c.kp = keys ? kp.data : nullptr;
   pack_all_keys(c, threads);
+  // the partial tiles' visibility once for all the heads that share the plan's tiles (without key_lens, which cut a
+  // tile's keys by batch)
+  const int64_t groups = p.mask_B * p.mask_H, entries = p.plan.row_ptr[groups * (c.M + 1) - 1];
+  int64_t partials = 0;
+  const bool shared = tiles && !p.key_lens && c.BH > groups;
+  Buffer<int64_t> slots(shared ? entries : 0);
+  for (int64_t e = 0; shared && e < entries; ++e) slots.data[e] = p.plan.kind[e] == PARTIAL_TILE ? partials++ : -1;
+  Buffer<uint64_t> entry_vis(partials * 2 * (c.tm / MR));
+  if (partials) {
+    c.entry_slot = slots.data;
+    c.entry_vis = entry_vis.data;
+    parallel_for(groups * c.M, threads,
+                 [](void* ctx, int64_t u, int) { visibility_of_row(*static_cast<Call<T>*>(ctx), u); }, &c);
+  }
   const int64_t units = c.M * c.BH;
   threads = static_cast<int>(imax(1, imin(threads, units)));
   c.scratch_stride = round_up<T>(ForwardScratch<T>::size(c), 64);
