@@ -602,17 +602,27 @@ __attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint6
   constexpr int64_t S = KB / KS;
   static_assert(KB % KS == 0 && S <= 2, "a K block's steps taken are one run");
   bool started = ACC;
-  for (int64_t k = 0; k < K; k += KB) {
-    const int64_t step = k / KS;
-    const uint64_t steps = step < 64 ? (take >> step) & ((uint64_t(1) << S) - 1) : ALL_BLOCKS;
-    if (!steps) continue;
-    const int64_t k0 = k + (steps & 1 ? 0 : KS), k1 = imin(K, (S == 2 && !(steps & 2)) ? k + KS : k + KB);
-    if (k0 >= k1) continue;
+  auto run = [&](int64_t k0, int64_t k1) {
     if (started)
       register_tile<T, true, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     else
       register_tile<T, false, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     started = true;
+  };
+  if (take == ALL_BLOCKS) {
+    for (int64_t k = 0; k < K; k += KB) run(k, imin(K, k + KB));
+    return;
+  }
+  // the blocks taken, found from their bits (a PARTIAL tile's: K is its keys or rows, at most 64 steps): a test per
+  // block taken, not one per block, which a partial tile's changing bits made the branch predictor miss
+  for (uint64_t left = take; left;) {
+    const int first = __builtin_ctzll(left) / S * S;  // the block's first step
+    const int64_t k = first * KS;
+    if (k >= K) return;
+    const uint64_t steps = (left >> first) & ((uint64_t(1) << S) - 1);
+    const int64_t k0 = k + (steps & 1 ? 0 : KS), k1 = imin(K, (S == 2 && !(steps & 2)) ? k + KS : k + KB);
+    if (k0 < k1) run(k0, k1);
+    left = first + S < 64 ? left & (~uint64_t(0) << (first + S)) : 0;
   }
 }
 
