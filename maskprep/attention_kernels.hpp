@@ -1092,9 +1092,12 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
     });
     for (int u = 0; u < MR; ++u) {
       const int64_t r = r0 + u;
-      const T alpha = mx[r] == shift[u] ? T(1) : exp2s(mx[r] - shift[u]);
+      // exp2(-inf) is 0; a row that has seen nothing yet has o = 0 (no call of exp2s, no rescaling: one in five of
+      // shared_question's tiles at 4096 is its rows' first)
+      const bool first = mx[r] == ninf;
+      const T alpha = mx[r] == shift[u] ? T(1) : first ? T(0) : exp2s(mx[r] - shift[u]);
       l[r] = alpha * l[r] + hsum<T>(sum[u]);
-      if (alpha != T(1)) {
+      if (alpha != T(1) && !first) {
         const V va = splat<V>(alpha);
         for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
       }
