@@ -1486,22 +1486,37 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), PANEL<T>, w.dp, c.tnp, score_blocks, c.Dp);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
-      for (int64_t r = 0; r < rows_p; ++r) {
-        const V l2 = splat<V>(lse2[2 * (r0 + r)]), l2_lo = splat<V>(lse2[2 * (r0 + r) + 1]);
-        const V dl = splat<V>(delta[r0 + r]);
+      // P and dS by register tiles of rows (MR rows side by side, their exponentials in steps, as in online_softmax)
+      for (int64_t r = 0; r < rows_p; r += MR) {
+        V l2[MR], l2_lo[MR], dl[MR];
+        for (int u = 0; u < MR; ++u) {
+          l2[u] = splat<V>(lse2[2 * (r0 + r + u)]);
+          l2_lo[u] = splat<V>(lse2[2 * (r0 + r + u) + 1]);
+          dl[u] = splat<V>(delta[r0 + r + u]);
+        }
         T* srow = w.s + r * c.tnp;
         T* drow = w.dp + r * c.tnp;
         const uint64_t seen = partial ? vis[r / MR] : ALL_BLOCKS;
         for (int64_t j = 0; j < c.tnp; j += W) {
           if (!((seen >> (j / KG<T>)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
-            store(srow + j, V{});
-            store(drow + j, V{});
+            for (int u = 0; u < MR; ++u) {
+              store(srow + u * c.tnp + j, V{});
+              store(drow + u * c.tnp + j, V{});
+            }
             continue;
           }
-          const V x = vmax(load<V>(srow + j), lowest);  // as in online_softmax
-          const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
-          store(srow + j, prob);
-          store(drow + j, prob * (load<V>(drow + j) - dl));  // dS
+          V prob[MR];
+#pragma GCC unroll 16
+          for (int u = 0; u < MR; ++u) {
+            const V x = vmax(load<V>(srow + u * c.tnp + j), lowest);  // as in online_softmax
+            prob[u] = (x * hi - l2[u]) + (x * lo - l2_lo[u]);
+          }
+          exp2v_n<T, false, MR>(prob);
+#pragma GCC unroll 16
+          for (int u = 0; u < MR; ++u) {
+            store(srow + u * c.tnp + j, prob[u]);
+            store(drow + u * c.tnp + j, prob[u] * (load<V>(drow + u * c.tnp + j) - dl[u]));  // dS
+          }
         }
       }
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
