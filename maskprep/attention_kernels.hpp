@@ -602,7 +602,7 @@ __attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint6
   constexpr int64_t S = KB / KS;
   static_assert(KB % KS == 0 && S <= 2, "a K block's steps taken are one run");
   bool started = ACC;
-  auto run = [&](int64_t k0, int64_t k1) {
+  auto run = [&](int64_t k0, int64_t k1) __attribute__((always_inline)) {  // as register_tile itself
     if (started)
       register_tile<T, true, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     else
