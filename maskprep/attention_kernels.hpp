@@ -165,25 +165,45 @@ struct Exp2Consts<double> {
   static constexpr double lo = -1022.0, hi = 1023.0, magic = 6755399441055744.0;  // 1.5 * 2^52
 };
 
-// NONPOSITIVE: the caller's x is at most 0 up to rounding (or NaN), as the forward's exponents are (scores less their
-// row's maximum): no clamp at the top, one operation fewer on the ports the FMAs need.
-template <class T, bool NONPOSITIVE = false>
-inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
+// x[u] = 2^x[u] for U vectors, each step taken for all U before the next. NONPOSITIVE: the caller's x is at most 0 up
+// to rounding (or NaN), as the forward's exponents are (scores less their row's maximum): no clamp at the top, one
+// operation fewer on the ports the FMAs need. One exponential is a chain of about 15 dependent operations (some 50
+// cycles on AVX2), longer than the core's scheduler can overlap with the chains that follow it in program order;
+// in steps, U chains advance side by side (the forward's loop of exponentials, one row at a time, ran at a quarter
+// of the FMA ports' rate). Every lane's operations are those of one exponential alone.
+template <class T, bool NONPOSITIVE = false, int U = 1>
+__attribute__((always_inline)) inline void exp2v_n(typename Simd<T>::V* x) {
   using V = typename Simd<T>::V;
   using I = typename Simd<T>::I;
   using C = Exp2Consts<T>;
   const V lo = splat<V>(C::lo), hi = splat<V>(C::hi), magic = splat<V>(C::magic);
-  const V xc = NONPOSITIVE ? vmax(lo, x) : vmin(hi, vmax(lo, x));  // lo and hi first: a NaN x stays NaN
-  const V r = xc + magic;
-  const V f = xc - (r - magic);
   constexpr Exp2Taylor<C::degree> taylor{};
-  V p = splat<V>(static_cast<T>(taylor.c[C::degree]));
+  V r[U], f[U], p[U];
 #pragma GCC unroll 16
-  for (int i = C::degree - 1; i >= 0; --i) p = p * f + static_cast<T>(taylor.c[i]);
-  // the low bits of r hold n; the difference of the two bit patterns is n itself
-  const I e = ((reinterpret_cast<const I&>(r) - reinterpret_cast<const I&>(magic)) + C::bias) << C::mantissa;
-  const V y = p * reinterpret_cast<const V&>(e);
-  return x < lo ? V{} : y;
+  for (int u = 0; u < U; ++u) {
+    const V xc = NONPOSITIVE ? vmax(lo, x[u]) : vmin(hi, vmax(lo, x[u]));  // lo and hi first: a NaN x stays NaN
+    r[u] = xc + magic;
+    f[u] = xc - (r[u] - magic);
+    p[u] = splat<V>(static_cast<T>(taylor.c[C::degree]));
+  }
+#pragma GCC unroll 16
+  for (int i = C::degree - 1; i >= 0; --i)
+#pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) p[u] = p[u] * f[u] + static_cast<T>(taylor.c[i]);
+#pragma GCC unroll 16
+  for (int u = 0; u < U; ++u) {
+    // the low bits of r hold n; the difference of the two bit patterns is n itself (casts of vectors keep the bits)
+    const I e = (((I)r[u] - (I)magic) + C::bias) << C::mantissa;
+    const V y = p[u] * (V)e;
+    x[u] = x[u] < lo ? V{} : y;
+  }
+}
+
+// 2^x per lane (exp2v_n of one vector)
+template <class T, bool NONPOSITIVE = false>
+inline typename Simd<T>::V exp2v(typename Simd<T>::V x) {
+  exp2v_n<T, NONPOSITIVE>(&x);
+  return x;
 }
 
 // The lanes of v folded in halves (max or sum): log2(W) steps, in registers (halves taken by shuffles: taking the
@@ -543,6 +563,22 @@ constexpr int64_t PANEL = NV * Simd<T>::W;
 template <class T>
 constexpr int64_t KG = PANEL<T> > KB / 2 ? PANEL<T> : KB / 2;
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
+
+// Calls f(j0, j1) for each run of consecutive key groups that `seen` names (bit g: keys [g * KG, (g + 1) * KG)), the
+// run's keys [j0, j1) cut at ncols, in ascending order: one loop over a run's vectors instead of a test per group.
+template <class T, class F>
+inline void for_runs(uint64_t seen, int64_t ncols, F&& f) {
+  while (seen) {
+    const int first = __builtin_ctzll(seen);
+    const uint64_t from = seen >> first;
+    const int end = ~from ? first + __builtin_ctzll(~from) : 64;
+    const int64_t j0 = first * KG<T>;
+    if (j0 >= ncols) return;
+    f(j0, imin(ncols, end * KG<T>));
+    seen = end < 64 ? seen & (~uint64_t(0) << end) : 0;
+  }
+}
+
 #ifndef MASKPREP_STRIP
 #define MASKPREP_STRIP 64
 #endif
@@ -566,17 +602,27 @@ __attribute__((always_inline)) inline void register_tile_blocks(int64_t K, uint6
   constexpr int64_t S = KB / KS;
   static_assert(KB % KS == 0 && S <= 2, "a K block's steps taken are one run");
   bool started = ACC;
-  for (int64_t k = 0; k < K; k += KB) {
-    const int64_t step = k / KS;
-    const uint64_t steps = step < 64 ? (take >> step) & ((uint64_t(1) << S) - 1) : ALL_BLOCKS;
-    if (!steps) continue;
-    const int64_t k0 = k + (steps & 1 ? 0 : KS), k1 = imin(K, (S == 2 && !(steps & 2)) ? k + KS : k + KB);
-    if (k0 >= k1) continue;
+  auto run = [&](int64_t k0, int64_t k1) __attribute__((always_inline)) {  // as register_tile itself
     if (started)
       register_tile<T, true, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     else
       register_tile<T, false, ROWS>(k1 - k0, a + k0 * a_ks, a_rs, a_ks, b + k0 * ldb, ldb, c, ldc);
     started = true;
+  };
+  if (take == ALL_BLOCKS) {
+    for (int64_t k = 0; k < K; k += KB) run(k, imin(K, k + KB));
+    return;
+  }
+  // the blocks taken, found from their bits (a PARTIAL tile's: K is its keys or rows, at most 64 steps): a test per
+  // block taken, not one per block, which a partial tile's changing bits made the branch predictor miss
+  for (uint64_t left = take; left;) {
+    const int first = __builtin_ctzll(left) / S * S;  // the block's first step
+    const int64_t k = first * KS;
+    if (k >= K) return;
+    const uint64_t steps = (left >> first) & ((uint64_t(1) << S) - 1);
+    const int64_t k0 = k + (steps & 1 ? 0 : KS), k1 = imin(K, (S == 2 && !(steps & 2)) ? k + KS : k + KB);
+    if (k0 < k1) run(k0, k1);
+    left = first + S < 64 ? left & (~uint64_t(0) << (first + S)) : 0;
   }
 }
 
@@ -662,6 +708,10 @@ struct Call {
   T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
                       // n_q
   T* delta = nullptr;  // (B * H, M * tm): rowsum(dO * O)
+  // forward: each PARTIAL entry's vis and mixed (tile_visibility), made once per call where the plan's tiles serve
+  // several heads (null where each unit makes its own)
+  uint64_t* entry_vis = nullptr;  // (PARTIAL entries, 2, tm / MR)
+  int64_t* entry_slot = nullptr;  // (entries): an entry's row of entry_vis (PARTIAL ones only)
   // backward bookkeeping
   int64_t chunks = 1;          // key-block ranges per (batch, head)
   int64_t* chunk_begin = nullptr;  // (G, chunks + 1)
@@ -830,37 +880,45 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
   }
 }
 
+// The same for an interval payload (iv: the tile's keys' LTS, LTE, UTS, UTE), by vectors of keys: lane for lane
+// the bounds (put into planar arrays of the lanes' width, zero past cols: no masked range) against the row index.
 template <class T>
 void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, const int32_t* iv,
                     typename Simd<T>::Idx* planar, int64_t tnp, const uint64_t* mixed) {
+  using V = typename Simd<T>::V;
+  using I = typename Simd<T>::I;
   using Idx = typename Simd<T>::Idx;
+  constexpr int W = Simd<T>::W;
   Idx* lts = planar;
   Idx* lte = planar + tnp;
   Idx* uts = planar + 2 * tnp;
   Idx* ute = planar + 3 * tnp;
-  for (int64_t j = 0; j < cols; ++j) {
-    lts[j] = iv[4 * j];
-    lte[j] = iv[4 * j + 1];
-    uts[j] = iv[4 * j + 2];
-    ute[j] = iv[4 * j + 3];
+  const int64_t ncols = round_up<T>(cols, W);
+  for (int64_t j = 0; j < ncols; ++j) {
+    const bool key = j < cols;
+    lts[j] = key ? iv[4 * j] : 0;
+    lte[j] = key ? iv[4 * j + 1] : 0;
+    uts[j] = key ? iv[4 * j + 2] : 0;
+    ute[j] = key ? iv[4 * j + 3] : 0;
   }
-  const T ninf = neg_inf<T>();
+  const V ninf = splat<V>(neg_inf<T>());
   for (int64_t r = 0; r < rows; ++r) {
-    const Idx i = static_cast<Idx>(r0 + r);
+    const I i = splat<I>(static_cast<Idx>(r0 + r));
     T* row = s + r * ld;
-    for (int64_t j0 = 0; j0 < cols; j0 += KG<T>) {
-      if (!((mixed[r / MR] >> (j0 / KG<T>)) & 1)) continue;
-      for (int64_t j = j0; j < imin(cols, j0 + KG<T>); ++j) {
-        const bool masked = (lts[j] <= i && i < lte[j]) || (uts[j] <= i && i < ute[j]);
-        row[j] = masked ? ninf : row[j];
+    for_runs<T>(mixed[r / MR], ncols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W) {
+        const I masked = ((load<I>(lts + j) <= i) & (i < load<I>(lte + j))) |
+                         ((load<I>(uts + j) <= i) & (i < load<I>(ute + j)));
+        store(row + j, masked ? ninf : load<V>(row + j));
       }
-    }
+    });
   }
 }
 
 // Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KG) for row r and key j (bits:
 // exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KG] bit
-// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward. Products skip
+// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward (where vis_t is
+// not null). Products skip
 // the rest (whose probabilities and score gradients are 0). mixed: those of vis that hold a masked element, the only
 // ones the mask has to touch (about half of shared_question's visible ones at 4096: the others lie wholly inside a
 // document, question or answer). rows: valid rows of the tile; cols: valid keys.
@@ -912,7 +970,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
       }
   }
   for (int64_t rg = 0; rg < groups; ++rg) mixed[rg] &= vis[rg];
-  for (int64_t kg = 0; kg < (c.tnp + kgs - 1) / kgs; ++kg) {
+  for (int64_t kg = 0; vis_t && kg < (c.tnp + kgs - 1) / kgs; ++kg) {
     vis_t[kg] = 0;
     for (int64_t rg = 0; rg < groups; ++rg)
       if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
@@ -969,12 +1027,14 @@ struct ForwardScratch {
   }
 };
 
-// Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP): row maxima and sums
-// updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores replaced by their
-// probabilities (0 where masked). Only the key groups vis names for a row's register tile (all where vis is null): the
-// products read no others.
+// Online softmax over one tile of scores (rows x ncols, masked elements -inf; rows <= STRIP, a multiple of MR):
+// row maxima and sums updated (in base 2: exponents are scores * scale2), the output rows rescaled, the scores
+// replaced by their probabilities (0 where masked). Only the key groups vis names for a row's register tile (all
+// where vis is null): the products read no others.
 // Every row's maximum first, then every row's exponentials: a row's exponentials wait for its maximum (a fold across
-// the lanes), and a partial tile's row holds only a few vectors of them; in two passes no row waits on its own.
+// the lanes), and a partial tile's row holds only a few vectors of them; in two passes no row waits on its own. Both
+// passes take the MR rows of a register tile (which see the same key groups) side by side, vector by vector: their
+// exponentials as MR chains in steps (exp2v_n), each row's sum in its own order.
 // Not inlined: inside the unit function its row sum competed for registers with everything else live there and was
 // kept on the stack, a store and a load on every step of the sum.
 template <class T>
@@ -984,43 +1044,65 @@ __attribute__((noinline)) void online_softmax(const Call<T>& c, T* s, int64_t ro
   constexpr int W = Simd<T>::W;
   const T ninf = neg_inf<T>();
   const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo), lowest = splat<V>(std::numeric_limits<T>::lowest());
+  const int64_t ld = c.tnp;
   T new_max[STRIP];
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = s + r * c.tnp;
-    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
-    if (!seen) continue;  // nothing here for this row: its state stands, and no product reads its probabilities
-    V top = splat<V>(ninf);
-    for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
-      if (!((seen >> (j0 / KG<T>)) & 1)) continue;
-      for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) top = vmax(top, load<V>(row + j));
-    }
-    const T row_max = hmax<T>(top) * c.scale2;  // scale2 > 0: the maximum of the exponents
-    new_max[r] = row_max > mx[r] ? row_max : mx[r];
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    T* row = s + r * c.tnp;
-    const uint64_t seen = vis ? vis[r / MR] : ALL_BLOCKS;
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    const uint64_t seen = vis ? vis[r0 / MR] : ALL_BLOCKS;
     if (!seen) continue;
+    V top[MR];
+    for (int u = 0; u < MR; ++u) top[u] = splat<V>(ninf);
+    const T* row = s + r0 * ld;
+    for_runs<T>(seen, ncols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W)
+#pragma GCC unroll 16
+        for (int u = 0; u < MR; ++u) top[u] = vmax(top[u], load<V>(row + u * ld + j));
+    });
+    for (int u = 0; u < MR; ++u) {
+      const T row_max = hmax<T>(top[u]) * c.scale2;  // scale2 > 0: the maximum of the exponents
+      new_max[r0 + u] = row_max > mx[r0 + u] ? row_max : mx[r0 + u];
+    }
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    const uint64_t seen = vis ? vis[r0 / MR] : ALL_BLOCKS;
+    if (!seen) continue;  // nothing here for these rows: their state stands, and no product reads their probabilities
     // rows with nothing visible yet are shifted by 0, so that exp2(-inf - shift) is 0 rather than NaN
-    const T shift = new_max[r] == ninf ? T(0) : new_max[r];
-    const V vshift = splat<V>(shift);
-    V sum{};
-    for (int64_t j0 = 0; j0 < ncols; j0 += KG<T>) {
-      if (!((seen >> (j0 / KG<T>)) & 1)) continue;
-      for (int64_t j = j0; j < imin(ncols, j0 + KG<T>); j += W) {
-        const V x = vmax(load<V>(row + j), lowest);  // a masked -inf times a negative low part would give NaN
-        const V e = exp2v<T, true>(x * lo + (x * hi - vshift));  // fused multiply-adds: rounded once, where it is small
-        store(row + j, e);
-        sum += e;
+    T shift[MR];
+    V vshift[MR], sum[MR];
+    for (int u = 0; u < MR; ++u) {
+      shift[u] = new_max[r0 + u] == ninf ? T(0) : new_max[r0 + u];
+      vshift[u] = splat<V>(shift[u]);
+      sum[u] = V{};
+    }
+    T* row = s + r0 * ld;
+    for_runs<T>(seen, ncols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W) {
+        V e[MR];
+#pragma GCC unroll 16
+        for (int u = 0; u < MR; ++u) {
+          const V x = vmax(load<V>(row + u * ld + j), lowest);  // a masked -inf times a negative low part: NaN
+          e[u] = x * lo + (x * hi - vshift[u]);  // fused multiply-adds: rounded once, where it is small
+        }
+        exp2v_n<T, true, MR>(e);
+#pragma GCC unroll 16
+        for (int u = 0; u < MR; ++u) {
+          store(row + u * ld + j, e[u]);
+          sum[u] += e[u];
+        }
       }
+    });
+    for (int u = 0; u < MR; ++u) {
+      const int64_t r = r0 + u;
+      // exp2(-inf) is 0; a row that has seen nothing yet has o = 0 (no call of exp2s, no rescaling: one in five of
+      // shared_question's tiles at 4096 is its rows' first)
+      const bool first = mx[r] == ninf;
+      const T alpha = mx[r] == shift[u] ? T(1) : first ? T(0) : exp2s(mx[r] - shift[u]);
+      l[r] = alpha * l[r] + hsum<T>(sum[u]);
+      if (alpha != T(1) && !first) {
+        const V va = splat<V>(alpha);
+        for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
+      }
+      mx[r] = new_max[r];
     }
-    const T alpha = mx[r] == shift ? T(1) : exp2s(mx[r] - shift);
-    l[r] = alpha * l[r] + hsum<T>(sum);
-    if (alpha != T(1)) {
-      const V va = splat<V>(alpha);
-      for (int64_t d = 0; d < c.Dp; d += W) store(o + r * c.Dp + d, load<V>(o + r * c.Dp + d) * va);
-    }
-    mx[r] = new_max[r];
   }
 }
 
@@ -1108,6 +1190,21 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
   }
 }
 
+// c.entry_vis of the PARTIAL entries of (group, query block) u that take the tiles' path
+template <class T>
+void visibility_of_row(Call<T>& c, int64_t u) {
+  const AttentionProblem& p = c.p;
+  const int64_t g = u / c.M, m = u % c.M, rows = imin(c.tm, p.n_q - m * c.tm);
+  if (c.fwd_elements(g, m)) return;
+  for (int64_t e = p.plan.row_ptr[g * (c.M + 1) + m]; e < p.plan.row_ptr[g * (c.M + 1) + m + 1]; ++e) {
+    if (p.plan.kind[e] != PARTIAL_TILE) continue;
+    const int64_t n = p.plan.col_idx[e];
+    uint64_t* vis = c.entry_vis + c.entry_slot[e] * 2 * (c.tm / MR);
+    tile_visibility(c, g, m, n, p.plan.payload_idx ? p.plan.payload_idx[e] : -1, rows, imin(c.tn, p.n_k - n * c.tn),
+                    vis, vis + c.tm / MR, nullptr);
+  }
+}
+
 template <class T>
 void forward_unit(Call<T>& c, int64_t unit, int thread) {
   const AttentionProblem& p = c.p;
@@ -1137,7 +1234,7 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     w.l[r] = 0;
   }
   const int64_t* row_ptr = p.plan.row_ptr + g * (c.M + 1);
-  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KG<T>];
+  uint64_t own[2 * 256 / MR];
   for (int64_t e = row_ptr[m]; e < row_ptr[m + 1]; ++e) {
     const int64_t n = p.plan.col_idx[e], c0 = n * c.tn;
     if (c0 >= key_end) break;  // key blocks ascend
@@ -1145,7 +1242,9 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     // a PARTIAL tile's register tiles that see nothing are skipped by every product
     const bool partial = p.plan.kind[e] == PARTIAL_TILE;
     const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
-    if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
+    const uint64_t* vis = c.entry_vis && partial ? c.entry_vis + c.entry_slot[e] * 2 * (c.tm / MR) : own;
+    const uint64_t* mixed = vis + c.tm / MR;
+    if (partial && !c.entry_vis) tile_visibility(c, g, m, n, payload, rows, cols, own, own + c.tm / MR, nullptr);
     auto score_blocks = [&](int64_t i, int64_t j) { return (vis[i] >> (j / KG<T>)) & 1 ? ALL_BLOCKS : uint64_t(0); };
     auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
@@ -1209,6 +1308,20 @@ void run_forward(const AttentionProblem& p, int threads) {
   c.vp = values ? vp.data : nullptr;
   c.kp = keys ? kp.data : nullptr;
   pack_all_keys(c, threads);
+  // the partial tiles' visibility once for all the heads that share the plan's tiles (without key_lens, which cut a
+  // tile's keys by batch)
+  const int64_t groups = p.mask_B * p.mask_H, entries = p.plan.row_ptr[groups * (c.M + 1) - 1];
+  int64_t partials = 0;
+  const bool shared = tiles && !p.key_lens && c.BH > groups;
+  Buffer<int64_t> slots(shared ? entries : 0);
+  for (int64_t e = 0; shared && e < entries; ++e) slots.data[e] = p.plan.kind[e] == PARTIAL_TILE ? partials++ : -1;
+  Buffer<uint64_t> entry_vis(partials * 2 * (c.tm / MR));
+  if (partials) {
+    c.entry_slot = slots.data;
+    c.entry_vis = entry_vis.data;
+    parallel_for(groups * c.M, threads,
+                 [](void* ctx, int64_t u, int) { visibility_of_row(*static_cast<Call<T>*>(ctx), u); }, &c);
+  }
   const int64_t units = c.M * c.BH;
   threads = static_cast<int>(imax(1, imin(threads, units)));
   c.scratch_stride = round_up<T>(ForwardScratch<T>::size(c), 64);
@@ -1373,22 +1486,37 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), PANEL<T>, w.dp, c.tnp, score_blocks, c.Dp);
       const V hi = splat<V>(c.scale2), lo = splat<V>(c.scale2_lo);
       const V lowest = splat<V>(std::numeric_limits<T>::lowest());
-      for (int64_t r = 0; r < rows_p; ++r) {
-        const V l2 = splat<V>(lse2[2 * (r0 + r)]), l2_lo = splat<V>(lse2[2 * (r0 + r) + 1]);
-        const V dl = splat<V>(delta[r0 + r]);
+      // P and dS by register tiles of rows (MR rows side by side, their exponentials in steps, as in online_softmax)
+      for (int64_t r = 0; r < rows_p; r += MR) {
+        V l2[MR], l2_lo[MR], dl[MR];
+        for (int u = 0; u < MR; ++u) {
+          l2[u] = splat<V>(lse2[2 * (r0 + r + u)]);
+          l2_lo[u] = splat<V>(lse2[2 * (r0 + r + u) + 1]);
+          dl[u] = splat<V>(delta[r0 + r + u]);
+        }
         T* srow = w.s + r * c.tnp;
         T* drow = w.dp + r * c.tnp;
         const uint64_t seen = partial ? vis[r / MR] : ALL_BLOCKS;
         for (int64_t j = 0; j < c.tnp; j += W) {
           if (!((seen >> (j / KG<T>)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
-            store(srow + j, V{});
-            store(drow + j, V{});
+            for (int u = 0; u < MR; ++u) {
+              store(srow + u * c.tnp + j, V{});
+              store(drow + u * c.tnp + j, V{});
+            }
             continue;
           }
-          const V x = vmax(load<V>(srow + j), lowest);  // as in online_softmax
-          const V prob = exp2v<T>((x * hi - l2) + (x * lo - l2_lo));
-          store(srow + j, prob);
-          store(drow + j, prob * (load<V>(drow + j) - dl));  // dS
+          V prob[MR];
+#pragma GCC unroll 16
+          for (int u = 0; u < MR; ++u) {
+            const V x = vmax(load<V>(srow + u * c.tnp + j), lowest);  // as in online_softmax
+            prob[u] = (x * hi - l2[u]) + (x * lo - l2_lo[u]);
+          }
+          exp2v_n<T, false, MR>(prob);
+#pragma GCC unroll 16
+          for (int u = 0; u < MR; ++u) {
+            store(srow + u * c.tnp + j, prob[u]);
+            store(drow + u * c.tnp + j, prob[u] * (load<V>(drow + u * c.tnp + j) - dl[u]));  // dS
+          }
         }
       }
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)

@@ -3,11 +3,15 @@ machine whose load comes and goes (docs/performance.md, "The element path for gr
 
 OTHER is a copy of another build's extension module (``build/cp311/maskprep/attention.cpython-311-*.so`` of a checkout
 at the base commit, copied aside). Both modules are loaded into one process; by default each (workload, n) is timed
-for both, call by call in turns, and the medians printed, with the median of the turns' ratios (this over OTHER, less
-one) in brackets. With ``--bench`` the whole ``python -m maskattn bench --cpu`` run (SDPA beside it) is made with
-OTHER's kernels instead, its rows written as JSON: run it and the plain bench in turns.
+for both, call by call in turns (which goes first alternating from turn to turn), and the medians printed, with the
+median of the turns' ratios (this over OTHER, less one) in brackets; ``--same`` first checks that both give the same
+bits (forward, and backward where timed). ``--cpu-time`` times the calling thread's CPU time instead of the wall
+clock (with ``--threads 1`` the kernels run on that thread): on a host shared with other work it leaves out the time
+the thread waited for a core. With ``--bench`` the whole ``python -m maskattn bench --cpu`` run (SDPA beside it) is
+made with OTHER's kernels instead, its rows written as JSON: run it and the plain bench in turns.
 
     python scripts/cpu_kernels_ab.py OTHER [--workloads graph graph_rcm] [--n 4096 16384] [--reps 5] [--threads 1]
+        [--parts fwd bwd fwdbwd] [--same] [--cpu-time]
     python scripts/cpu_kernels_ab.py OTHER --bench --out other.json [--workloads ...] [--n ...]
 """
 import argparse
@@ -56,13 +60,18 @@ def in_turns(other, args):
             q, k, v, do = (rng.standard_normal((1, 8, n, 64), dtype=np.float32) for _ in range(4))
             fns = {label: calls(module, plan, q, k, v, do, 64 ** -0.5, args.threads)
                    for label, module in (("other", other), ("this", this))}
+            if args.same:
+                for part in ("fwd", "bwd") if set(args.parts) - {"fwd"} else ("fwd",):
+                    if not all(np.array_equal(a, b) for a, b in zip(fns["other"][part](), fns["this"][part]())):
+                        raise SystemExit(f"{name} at n = {n}: the two builds' {part} results differ")
+            clock = time.thread_time if args.cpu_time else time.perf_counter
             times = {(label, part): [] for label in fns for part in args.parts}
-            for _ in range(args.reps):
+            for turn in range(args.reps):
                 for part in args.parts:
-                    for label in fns:
-                        start = time.perf_counter()
+                    for label in fns if turn % 2 == 0 else reversed(list(fns)):
+                        start = clock()
                         fns[label][part]()
-                        times[label, part].append((time.perf_counter() - start) * 1e3)
+                        times[label, part].append((clock() - start) * 1e3)
             print(f"{n:6d} {name:16s}" + "".join(f" | {part} {statistics.median(times['other', part]):8.2f} -> "
                                                  f"{statistics.median(times['this', part]):8.2f} ms "
                                                  f"({paired(times['this', part], times['other', part]):+.1%})"
@@ -103,6 +112,8 @@ def main():
     p.add_argument("--parts", nargs="+", default=["fwd", "fwdbwd"], choices=["fwd", "bwd", "fwdbwd"])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--same", action="store_true", help="check first that both builds give the same bits")
+    p.add_argument("--cpu-time", action="store_true", help="the calling thread's CPU time (for --threads 1)")
     p.add_argument("--bench", action="store_true", help="the bench's run with OTHER's kernels, rows to --out")
     p.add_argument("--out", default="other.json")
     args = p.parse_args()
