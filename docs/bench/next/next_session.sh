@@ -3,8 +3,11 @@
 # The GPU tests of the forward and backward on main (routine; they take ~385 s, more on a machine that compiles
 # from scratch), with the SM clock and power sampled beside them: this H100 drifts 15-20% under sustained load
 # (performance.md, "the H100's drift"), and the samples say how far a run's clocks moved.
-# Open leads (performance.md, 2026-11-27 evening): a dQ writer warp for a deterministic one pass (branch
-# ordered-dq-one-pass has the turns, `dq_turns` and its host test); the two passes stay for masks with global columns.
+# Open leads (performance.md, 2026-11-27 evening):
+# - branch fwd-tma-store: O by the copy engine, against the epilogue's 60% of the per-CTA gap to FA4 on short rows;
+#   prepared on the host, one call runs it: docs/bench/next/fwd_tma_store.sh (on that branch);
+# - a dQ writer warp for a deterministic one pass (branch ordered-dq-one-pass has the turns, `dq_turns` and its host
+#   test); the two passes stay for masks with global columns.
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
