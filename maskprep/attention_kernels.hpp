@@ -866,17 +866,15 @@ void mask_bits(T* s, int64_t ld, int64_t rows, int64_t cols, const uint32_t* wor
   const uint32_t low = W == 32 ? ~0u : (1u << W) - 1u;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = r * tn;  // tn and W divide 32 or each other: W bits never straddle a word
-    for (int64_t j = 0; j < cols; j += W) {
-      if (!((mixed[r / MR] >> (j / KG<T>)) & 1)) {
-        j = (j / KG<T> + 1) * KG<T> - W;  // on to the next key group
-        continue;
+    for_runs<T>(mixed[r / MR], cols, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; j += W) {
+        const int64_t bit = off + j;
+        const uint32_t chunk = (words[bit >> 5] >> (bit & 31)) & low;
+        const I seen = (splat<I>(static_cast<typename Simd<T>::Idx>(chunk)) >> lane) & 1;
+        const V x = load<V>(s + r * ld + j);
+        store(s + r * ld + j, seen == 0 ? ninf : x);
       }
-      const int64_t bit = off + j;
-      const uint32_t chunk = (words[bit >> 5] >> (bit & 31)) & low;
-      const I seen = (splat<I>(static_cast<typename Simd<T>::Idx>(chunk)) >> lane) & 1;
-      const V x = load<V>(s + r * ld + j);
-      store(s + r * ld + j, seen == 0 ? ninf : x);
-    }
+    });
   }
 }
 
