@@ -47,7 +47,7 @@ BACKWARD = FORWARD[:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 
                           ("shared_question", 16384, 16, 128), ("graph_rcm", 16384, 16, 128)]
 
 
-def time_cases(backward: bool, only: str, deterministic: bool = False) -> dict:
+def time_cases(backward: bool, only: str, every_deterministic: bool = False) -> dict:
     import cupy as cp
     import ml_dtypes
     import numpy as np
@@ -64,7 +64,7 @@ def time_cases(backward: bool, only: str, deterministic: bool = False) -> dict:
     if backward:
         runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False) for workload, n, h, d in BACKWARD]
         runs += [(f"bwd deterministic {workload} {n // 1024}k D={d}", workload, n, h, d, True)
-                 for workload, n, h, d in (BACKWARD if deterministic else BACKWARD[:1])]
+                 for workload, n, h, d in (BACKWARD if every_deterministic else BACKWARD[:1])]
     times = {}
     for label, workload, n, h, d, deterministic in runs:
         if not any(part in label for part in only.split(",")):
