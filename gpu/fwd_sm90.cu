@@ -101,7 +101,8 @@ constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<TILE_M, D> + 4 * 
 template <typename T, int D, int TILE_M, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN, const __grid_constant__ TensorMap k_map,
-                    const __grid_constant__ TensorMap v_map, const __grid_constant__ TensorMap q_map) {
+                    const __grid_constant__ TensorMap v_map, const __grid_constant__ TensorMap q_map,
+                    const __grid_constant__ TensorMap o_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90;
   using namespace kv_stages;
@@ -347,12 +348,25 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   if (num_splits > 1) return;
   unsigned char* sO = smem + (sQ - smem_raw);
   store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
-  named_barrier_sync(EPILOGUE_BARRIER + consumer, 128);
-  const PackedRows o_rows{pack, o_sh, o_sn, perm};
   // row0 again, from warp_row0 through an asm the compilers cannot see through: keeping row0 itself live across the
   // key loop spilled it (8 bytes at D = 64 with interval masks)
   int o_row0;
   asm("sub.s32 %0, %1, %2;" : "=r"(o_row0) : "r"(warp_row0), "r"(tile_row));
+  if (!PERM && pack == 1) {
+    // a head's tokens: the warpgroup's 64 rows by the copy engine (o_map, 64-row boxes), so that the CTA does not
+    // hold its SM while 256 threads issue 16-byte stores; one thread waits until the copy has read the tile
+    fence_proxy_async();
+    named_barrier_sync(EPILOGUE_BARRIER + consumer, 128);
+    if (ctid == 0) {
+      tma_store_tile<64, D>(&o_map, sQ + 64 * consumer * SW128_BYTES, TILE_M * SW128_BYTES, o_row0 + 64 * consumer,
+                            h, b);
+      bulk_commit();
+      bulk_wait_read<0>();
+    }
+    return;
+  }
+  named_barrier_sync(EPILOGUE_BARRIER + consumer, 128);
+  const PackedRows o_rows{pack, o_sh, o_sn, perm};
   store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(o_row0 + r); }, sO, 64 * consumer,
                               rows - o_row0, ctid);
 }

@@ -73,6 +73,22 @@ __device__ __forceinline__ void tma_load_tile(unsigned s_tile, const TensorMap* 
   }
 }
 
+// The reverse of tma_load_tile for ROWS rows of a swizzled tile: rows [row0, row0 + ROWS) of head h of batch b from
+// shared address s_tile, where column block cb lies block_stride bytes after block cb - 1 (a tile of more rows than
+// the box's), one box per 64-column block in this thread's bulk group; rows and columns past the tensor's are not
+// written. The tile must have been written before a fence_proxy_async and stays in use until bulk_wait_read.
+template <int ROWS, int D>
+__device__ __forceinline__ void tma_store_tile(const TensorMap* map, unsigned s_tile, unsigned block_stride, int row0,
+                                               int h, int b) {
+  const unsigned long long desc = reinterpret_cast<unsigned long long>(map);
+#pragma unroll
+  for (int cb = 0; cb < SW128_COLUMNS<D> / 64; ++cb) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];" ::"l"(desc),
+                 "r"(cb * 64), "r"(row0), "r"(h), "r"(b), "r"(s_tile + cb * block_stride)
+                 : "memory");
+  }
+}
+
 // produce_kv_stages (wgmma.cuh) for plans without a node order, by one thread of the producer warpgroup: key blocks
 // blocks[0 .. n_entries) of KV head h of batch b through the tensor maps of K and V, into the two stages; a stage is
 // refilled after its release, and its FULL barrier (one arrival: kv_stages_init(bars, 1)) completes when the bytes

@@ -4,8 +4,8 @@
 # from scratch), with the SM clock and power sampled beside them: this H100 drifts 15-20% under sustained load
 # (performance.md, "the H100's drift"), and the samples say how far a run's clocks moved.
 # Open leads (performance.md, 2026-11-27 evening):
-# - branch fwd-tma-store: O by the copy engine, against the epilogue's 60% of the per-CTA gap to FA4 on short rows;
-#   prepared on the host, one call runs it: docs/bench/next/fwd_tma_store.sh (on that branch);
+# - O by the copy engine gained 1-2% on short rows (merged 2026-11-27 late); the rest of the per-CTA gap to FA4 is
+#   the staging, barrier and LSE, or a persistent kernel for short-row plans;
 # - a dQ writer warp for a deterministic one pass (branch ordered-dq-one-pass has the turns, `dq_turns` and its host
 #   test); the two passes stay for masks with global columns.
 set -uo pipefail

@@ -184,15 +184,16 @@ class _ForwardLaunch:
             dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
             np.float32(scale * math.log2(math.e)),
         )
-        # fwd_sm90_kernel's tensor maps of K, V and Q (tma.cuh), in that order: plans with a node order gather rows
-        # and take none, and Q's rows are copied by the copy engine only where they are a head's tokens (pack 1)
+        # fwd_sm90_kernel's tensor maps of K, V, Q and O (tma.cuh), in that order: plans with a node order gather
+        # rows and take none, and Q's and O's rows go by the copy engine only where they are a head's tokens (pack 1;
+        # O in 64-row boxes, a consumer's rows)
         self.maps = ()
         if self.sm90:
             if plan.perm is None:
                 self.maps = (TensorMap(k.shape, strides[1], tile[1]), TensorMap(v.shape, strides[2], tile[1]))
                 if pack == 1:
-                    self.maps += (TensorMap(q.shape, strides[0], tile[0]),)
-            self.args += (*(m.slot for m in self.maps), *((ctypes.c_uint8 * MAP_BYTES)(),) * (3 - len(self.maps)))
+                    self.maps += (TensorMap(q.shape, strides[0], tile[0]), TensorMap(q.shape, strides[3], 64))
+            self.args += (*(m.slot for m in self.maps), *((ctypes.c_uint8 * MAP_BYTES)(),) * (4 - len(self.maps)))
         with q.device:
             self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 8, self.args)  # 8 arrays a call
             if self.num_splits > 1:
@@ -212,7 +213,7 @@ class _ForwardLaunch:
         """Launch on ``stream`` over the arrays at these device addresses (the split partials only when
         ``num_splits > 1``; key_lens, 0 for none, only on a ``bounded`` launch)."""
         with self.device:
-            for tensor_map, address in zip(self.maps, (k, v, q)):
+            for tensor_map, address in zip(self.maps, (k, v, q, out)):
                 tensor_map.point_at(address)
             self.fwd(stream, q, k, v, out, lse, o_part, lse_part, key_lens)
             if self.num_splits > 1:
