@@ -3,11 +3,13 @@
 # The GPU tests of the forward and backward on main (routine; they take ~385 s, more on a machine that compiles
 # from scratch), with the SM clock and power sampled beside them: this H100 drifts 15-20% under sustained load
 # (performance.md, "the H100's drift"), and the samples say how far a run's clocks moved.
-# Open leads (performance.md, 2026-11-27 evening):
-# - O by the copy engine gained 1-2% on short rows (merged 2026-11-27 late); the rest of the per-CTA gap to FA4 is
-#   the staging, barrier and LSE, or a persistent kernel for short-row plans;
-# - a dQ writer warp for a deterministic one pass (branch ordered-dq-one-pass has the turns, `dq_turns` and its host
-#   test); the two passes stay for masks with global columns.
+# Open leads (performance.md, 2026-11-27 late):
+# - O by the copy engine gained 1-2% on short rows (merged); the rest of the per-CTA gap to FA4 is the staging,
+#   barrier and LSE, or a persistent kernel for short-row plans;
+# - deterministic backward: branch dq-writer (a dQ writer thread with turns, tickets and dq_turns; correct) lost to
+#   the two passes because the consumers' handover to the writer costs the dense one pass 25%; what would be left to
+#   try is a second dQ staging buffer (room at D = 64 only) or the writer taking the chunk from the consumer's own
+#   issue (the consumer issues, the writer only orders the turns).
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
