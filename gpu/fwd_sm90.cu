@@ -21,6 +21,10 @@
 //   consumers take turns issuing (FlashAttention-3's ping-pong, round robin with three), so one's softmax runs under
 //   the others' products (about 5% faster at D = 128, unchanged within noise at D = 64, measured while the kernel
 //   was built).
+// - the epilogue: each consumer writes its rows of O, normalised, into Q's tile (swizzled), then stores them: by the
+//   copy engine (o_map, 64-row boxes; one thread, which waits only until shared memory has been read) where Q's rows
+//   are a head's tokens, else by 16-byte stores through the row map (GQA packing, node orders). The LSE goes first;
+//   split-KV partials go from registers to their float32 arrays instead.
 //
 // Head dims 32 and 96 take the shared layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks,
 // the last one half used); the products stop at column D.
