@@ -1,9 +1,12 @@
 // Block-sparse flash-attention backward: dQ, dK, dV over the tiles a BlockMask lists, probabilities recomputed from
 // the forward's LSE.
 //
-// Four kernels, launched in this order by maskattn._cuda_backward:
+// Four kernels, launched in this order by maskattn.backends.cuda.bwd (which launches the first two, and
+// bwd_kv_bound_kernel, before bwd_sm90.cu's one pass too):
 //   bwd_preprocess_kernel  delta = rowsum(dO * O) and the LSE in log2 units (+inf on rows that see no key, so their
-//                          probabilities come out 0), both float32 over rows padded to whole query blocks.
+//                          probabilities come out 0), both float32 over rows padded to whole query blocks; for
+//                          bwd_sm90.cu's fixed-point dQ also each row's exponent, from bwd_kv_bound_kernel's bound of
+//                          K and V (launched before it).
 //   bwd_dkdv_kernel        FlashMask's column-parallel pass: one CTA per (key block, KV head, batch) walks the
 //                          plan's backward CSR for every query head of its GQA group, so dK and dV are summed in
 //                          registers without atomics. Warp w owns the 16 keys 16 (w % (TILE_N / 16)) of the block and
@@ -61,19 +64,66 @@ namespace maskattn {
 constexpr int PRE_THREADS = 256;
 constexpr int PRE_ROWS = PRE_THREADS / 4;  // four threads per row
 
-// grid (ceil(n_q_pad / PRE_ROWS), B * H). lse_log2 and delta are (B * H, n_q_pad); rows >= n_q get +inf and 0.
+// grid (ceil(n_k / PRE_ROWS), B * kv_heads): kv_bound[2 (b * kv_heads + h)] = max |K[b, h, j, d]| and [+ 1] = max
+// ||V[b, h, j]||, over the head's keys, as float bits (the fixed-point dQ's bound, dq_fixed_scale). kv_bound is zeroed
+// before: atomicMax on the bits of non-negative floats orders them as floats.
+template <typename T, int D>
+__global__ void __launch_bounds__(PRE_THREADS) bwd_kv_bound_kernel(
+    const T* __restrict__ k, const T* __restrict__ v, int* __restrict__ kv_bound, long long k_sb, long long k_sh,
+    long long k_sn, long long v_sb, long long v_sh, long long v_sn, int kv_heads, int n_k) {
+  static_assert(D % 32 == 0, "four threads of 16-byte chunks per row");
+  const int bh = blockIdx.y, b = bh / kv_heads, h = bh % kv_heads;
+  const int row = blockIdx.x * PRE_ROWS + threadIdx.x / 4, part = threadIdx.x % 4;
+  float k_max = 0.f, v_sq = 0.f;
+  if (row < n_k) {
+    const T* gK = k + b * k_sb + h * k_sh + row * k_sn;
+    const T* gV = v + b * v_sb + h * v_sh + row * v_sn;
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) {
+      const int c = (part + 4 * i) * 8;
+      const uint4 x = *reinterpret_cast<const uint4*>(gK + c);
+      const uint4 y = *reinterpret_cast<const uint4*>(gV + c);
+      const unsigned xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        float x0, x1, y0, y1;
+        Unpack<T>::to_float2(xs[w], x0, x1);
+        Unpack<T>::to_float2(ys[w], y0, y1);
+        k_max = fmaxf(k_max, fmaxf(fabsf(x0), fabsf(x1)));
+        v_sq = fmaf(y0, y0, fmaf(y1, y1, v_sq));
+      }
+    }
+  }
+  v_sq += __shfl_xor_sync(0xffffffffu, v_sq, 1);
+  v_sq += __shfl_xor_sync(0xffffffffu, v_sq, 2);
+  float v_norm = sqrtf(v_sq);
+#pragma unroll
+  for (int lanes = 16; lanes >= 1; lanes /= 2) {
+    k_max = fmaxf(k_max, __shfl_xor_sync(0xffffffffu, k_max, lanes));
+    v_norm = fmaxf(v_norm, __shfl_xor_sync(0xffffffffu, v_norm, lanes));
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicMax(kv_bound + 2 * bh, __float_as_int(k_max));
+    atomicMax(kv_bound + 2 * bh + 1, __float_as_int(v_norm));
+  }
+}
+
+// grid (ceil(n_q_pad / PRE_ROWS), B * H). lse_log2 and delta are (B * H, n_q_pad); rows >= n_q get +inf and 0. With
+// kv_bound (bwd_kv_bound_kernel's), also dq_exp (B * H, n_q_pad): the fixed-point dQ's exponent of each row
+// (dq_fixed_exponent), 0 for rows >= n_q.
 template <typename T, int D>
 __global__ void __launch_bounds__(PRE_THREADS) bwd_preprocess_kernel(
     const T* __restrict__ d_o, const T* __restrict__ o, const float* __restrict__ lse, float* __restrict__ lse_log2,
-    float* __restrict__ delta, long long do_sb, long long do_sh, long long do_sn, long long o_sb, long long o_sh,
-    long long o_sn, long long lse_sb, long long lse_sh, long long lse_sn, int heads, int n_q, int n_q_pad,
+    float* __restrict__ delta, const float* __restrict__ kv_bound, signed char* __restrict__ dq_exp, long long do_sb,
+    long long do_sh, long long do_sn, long long o_sb, long long o_sh, long long o_sn, long long lse_sb,
+    long long lse_sh, long long lse_sn, int heads, int heads_per_kv, int n_q, int n_q_pad,
     const int* __restrict__ perm) {
   static_assert(D % 32 == 0, "four threads of 16-byte chunks per row");
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const int row = blockIdx.x * PRE_ROWS + threadIdx.x / 4, part = threadIdx.x % 4;
   // lse_log2 and delta are in the plan's row order; do, o and lse in the caller's
   const long long token = row < n_q ? caller_token(perm, row) : 0;
-  float sum = 0.f;
+  float sum = 0.f, sq = 0.f;  // dO . O and ||dO||^2
   if (row < n_q) {
     const T* gdO = d_o + b * do_sb + h * do_sh + token * do_sn;
     const T* gO = o + b * o_sb + h * o_sh + token * o_sn;
@@ -89,11 +139,14 @@ __global__ void __launch_bounds__(PRE_THREADS) bwd_preprocess_kernel(
         Unpack<T>::to_float2(xs[w], x0, x1);
         Unpack<T>::to_float2(ys[w], y0, y1);
         sum = fmaf(x0, y0, fmaf(x1, y1, sum));
+        sq = fmaf(x0, x0, fmaf(x1, x1, sq));
       }
     }
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
   sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+  sq += __shfl_xor_sync(0xffffffffu, sq, 2);
   if (part == 0 && row < n_q_pad) {
     const long long at = (long long)bh * n_q_pad + row;
     float l = pos_inf();
@@ -103,6 +156,10 @@ __global__ void __launch_bounds__(PRE_THREADS) bwd_preprocess_kernel(
     }
     lse_log2[at] = l;
     delta[at] = row < n_q ? sum : 0.f;
+    if (kv_bound) {
+      const float* bound = kv_bound + 2 * (b * (heads / heads_per_kv) + h / heads_per_kv);
+      dq_exp[at] = row < n_q ? dq_fixed_exponent(bound[0], bound[1], sqrtf(sq), sum) : 0;
+    }
   }
 }
 

@@ -24,13 +24,14 @@
       const int* __restrict__ interval_minmax, const int* __restrict__ perm, float scale_log2, float scale
 
 // dK/dV: the backward CSR (query blocks per key block)
-#define MASKATTN_BWD_DKDV_PARAMS                                                                                  \
-  MASKATTN_BWD_INPUTS, T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum,                      \
-      const float* __restrict__ lse_log2, const float* __restrict__ delta, MASKATTN_BWD_INPUT_STRIDES,             \
-      long long dk_sb, long long dk_sh, long long dk_sn, long long dv_sb, long long dv_sh, long long dv_sn,        \
-      int heads, int heads_per_kv, int kv_heads, int n_q, int n_k, int n_q_pad, int group_sb, int group_sh,       \
-      int n_mblocks, int n_nblocks, const long long* __restrict__ col_ptr, const int* __restrict__ row_idx,       \
-      const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,                                 \
+#define MASKATTN_BWD_DKDV_PARAMS                                                                                     \
+  MASKATTN_BWD_INPUTS, T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum,                         \
+      const float* __restrict__ lse_log2, const float* __restrict__ delta,                                           \
+      const signed char* __restrict__ dq_exp, MASKATTN_BWD_INPUT_STRIDES, long long dk_sb, long long dk_sh,          \
+      long long dk_sn, long long dv_sb, long long dv_sh, long long dv_sn, int heads, int heads_per_kv, int kv_heads, \
+      int n_q, int n_k, int n_q_pad, int group_sb, int group_sh, int n_mblocks, int n_nblocks,                       \
+      const long long* __restrict__ col_ptr, const int* __restrict__ row_idx,                                        \
+      const unsigned char* __restrict__ bwd_kind, const int* __restrict__ n_order,                                   \
       const int2* __restrict__ n_levels, const int* __restrict__ bwd_payload_idx, MASKATTN_BWD_PAYLOAD_AND_SCALES
 
 // dQ: the forward CSR (key blocks per query block)
@@ -51,6 +52,21 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr int CONVERT_THREADS = 256;
 
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+
+// The deterministic one pass (bwd_sm90.cu, FIXED) adds each step's dQ into 32-bit integers, whose sum is exact and
+// so does not depend on the order of the additions. Row i's values are scaled by 2^e_i before they are rounded,
+// with e_i such that no partial sum over its keys reaches 2^30: for any set J of keys,
+//   |sum_{j in J} dS_ij K_jd| <= sum_j P_ij |dP_ij - delta_i| max|K| <= max|K| (||dO_i|| max_j ||V_j|| + |delta_i|),
+// since sum_j P_ij <= 1 and |dP_ij| <= ||dO_i|| ||V_j||. e_i = 29 - the binary exponent of that bound keeps twice
+// the bound (room for the roundings of P, dS and the float32 products) below 2^30. The step resolves 2^-29 of the
+// bound. k_max and v_norm_max are bwd_kv_bound_kernel's, over the row's batch and KV head; e_i is kept in a byte.
+__device__ __forceinline__ signed char dq_fixed_exponent(float k_max, float v_norm_max, float do_norm, float delta) {
+  int e;
+  frexpf(k_max * fmaf(do_norm, v_norm_max, fabsf(delta)), &e);
+  return (signed char)min(max(29 - e, -120), 120);  // inf and NaN give any e: clamped
+}
+// 2^e, exactly (|e| <= 120)
+__device__ __forceinline__ float exp2_int(int e) { return __int_as_float((e + 127) << 23); }
 
 template <typename T>
 struct Unpack;

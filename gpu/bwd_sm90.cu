@@ -1,14 +1,13 @@
-// Hopper (sm_90a) block-sparse flash-attention backward: bwd.cu's bwd_dkdv_kernel and bwd_dq_kernel (their
-// parameters, grids, plan traversals, masks and outputs) on wgmma, as two passes (deterministic) or as one pass
-// whose dK/dV kernel also accumulates dQ (FlashAttention-3's backward).
+// Hopper (sm_90a) block-sparse flash-attention backward in one pass (FlashAttention-3's backward): bwd.cu's
+// bwd_dkdv_kernel (its parameters, grid, plan traversal, masks and outputs) on wgmma, which also accumulates dQ.
 //
 // bwd_dkdv_sm90_kernel:
 // Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
 // dO, K and V (tma.cuh) at the end: common.cuh's plan_cta gives the CTA its head group b * kv_heads + kv_head and
 // its key block's rank in n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows
-// a step (STEP_ROWS: 128 at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units) and delta. Three
-// warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
-// - warpgroup 0 produces K and V (once) and, per step, Q, dO, LSE and delta (two stages) in 128-byte-swizzled
+// a step (STEP_ROWS: 128 at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units), delta and (FIXED)
+// dQ exponents. Three warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
+// - warpgroup 0 produces K and V (once) and, per step, Q, dO and the row values (two stages) in 128-byte-swizzled
 //   shared memory, a partial bit tile's BM rows (up to D = 128), and the step's description (rows, dQ chunk, mask
 //   group, payload; a negative row ends the walk).
 //   Plans without a node order: one thread and the copy engine (tensor maps for the tiles, bulk copies for the row
@@ -21,38 +20,28 @@
 //   mask helpers (keys in rows, queries in columns); P^T = exp2(S^T scale_log2 - LSE) and dS^T = P^T (dP^T - delta)
 //   packed to 16 bits are the register A operands of dV += P^T dO and dK += dS^T Q, with dO and Q N-major (the
 //   same tiles read transposed, as fwd_sm90.cu reads V).
-// - one pass (ATOMIC): each consumer also writes its dS^T rows to shared memory (two buffers, used in turn), and
-//   once both have (a named barrier of the two), computes its part of the step's dQ (its 64 rows where BM = 128,
-//   else its half of the columns), dS K over the block's 128 keys with both operands read transposed from shared
-//   memory, then issues dK's product and, while it runs, stages dQ (DqChunk order: conflict-free) and adds it to
-//   the float32 accumulator dq_accum with one bulk reduction (cp.reduce.async.bulk; FlashAttention-4's order);
-//   bwd_dq_convert_sm90_kernel then scales and converts it. So S^T and dP^T are computed once per tile: five
-//   products where the two passes take seven.
+// - each consumer also writes its dS^T rows to shared memory (two buffers, used in turn), and once both have (a
+//   named barrier of the two), computes its part of the step's dQ (its 64 rows where BM = 128, else its half of the
+//   columns), dS K over the block's 128 keys with both operands read transposed from shared memory, then issues dK's
+//   product and, while it runs, stages dQ (DqChunk order: conflict-free) and adds it to the accumulator dq_accum with
+//   one bulk reduction (cp.reduce.async.bulk; FlashAttention-4's order); bwd_dq_convert_sm90_kernel then scales and
+//   converts it. So S^T and dP^T are computed once per tile: five products where two passes would take seven.
+// - the accumulator holds float32 (the order of the additions varies from run to run) or, with FIXED (the
+//   deterministic backward), 32-bit integers: each row's values scaled by a power of two that keeps every partial sum
+//   below 2^30 (bwd_common.cuh's dq_fixed_exponent) and rounded, so that the exact integer sum is the same in any
+//   order. It costs a byte of row values per row and a conversion per element; the reductions move as many bytes.
 //
 // Head dims 32 and 96 take the shared layout of 64 and 128, as in fwd_sm90.cu (DS = SW128_COLUMNS<D> columns); the
-// products stop at column D but for the one pass's dQ halves at D = 96, which split DS (the accumulator dq_accum has
-// DS columns a row, the conversion reads D of them).
+// products stop at column D but for the dQ halves at D = 96, which split DS (the accumulator dq_accum has DS columns a
+// row, the conversion reads D of them).
 //
-// Dynamic shared memory: BWD_SM90_SMEM_BYTES<D, ATOMIC> = 1024 (alignment slack) + K and V (128 x DS each) + two
-// stages of Q and dO (BM x DS each) + (ATOMIC) two dS^T buffers (128 x BM) and the consumers' dQ chunks (64 x
-// DQ_COLUMNS floats each) + two stages of the BM LSE and delta values + (up to D = 128) two stages of a bit tile's BM
-// rows (BITS_BYTES) + 128 (step descriptions, mbarriers).
+// Dynamic shared memory: BWD_SM90_SMEM_BYTES<D> = 1024 (alignment slack) + K and V (128 x DS each) + two stages of Q
+// and dO (BM x DS each) + two dS^T buffers (128 x BM; wide: and two of P^T) + the consumers' dQ chunks (64 x
+// DQ_COLUMNS values each; none at D = 256) + two stages of the BM LSE, delta (floats) and dQ exponent (bytes) values
+// + (up to D = 128) two stages of a bit tile's BM rows (BITS_BYTES) + 128 (step descriptions, mbarriers).
 //
-// bwd_dq_sm90_kernel: one CTA per (query block, head, batch) over the forward CSR, fwd_sm90.cu's structure (three
-// warpgroups, 384 threads):
-// - warpgroup 0 produces: Q and dO (once), then each listed key block's K and V (two stages): by the copy engine
-//   (tma.cuh's produce_kv_stages_tma) or, for plans with a node order, wgmma.cuh's produce_kv_stages.
-// - warpgroups 1 and 2 consume, 64 query rows each; each reads its rows' LSE and delta once, and takes a key block
-//   as two 64-key halves (m64n64 products: S, dP and the dQ accumulator stay within the register budget): S = Q K^T
-//   and dP = dO V^T (both operands in shared memory, K-major; V read as K), the forward's masks, P = exp2(S
-//   scale_log2 - LSE), dS = P (dP - delta) packed to 16 bits as the register A operand of dQ += dS K, with K
-//   N-major (read transposed, as the forward reads V). The first half's dQ product runs under the second half's S
-//   and dP; V is released after the second half's dP, K after its dQ product.
-// Dynamic shared memory: BWD_DQ_SM90_SMEM_BYTES<D> = 1024 + 6 tiles of 128 x DS elements (Q, dO, two K, two V) +
-// 128 (mbarriers).
-//
-// Template knobs: T (half_t | bf16_t), D (32, 64, 96 or 128), MASK, PERM, ATOMIC; the #ifndef defaults configure the
-// instantiations of a standalone nvcc -DMASKATTN_INSTANTIATE build (MASKATTN_ONE_PASS: ATOMIC).
+// Template knobs: T (half_t | bf16_t), D (32 to 256), MASK, PERM, FIXED; the #ifndef defaults configure the
+// instantiations of a standalone nvcc -DMASKATTN_INSTANTIATE build.
 #include "bwd_common.cuh"
 #include "common.cuh"
 #include "mask.cuh"
@@ -70,8 +59,8 @@
 #ifndef MASKATTN_PERM
 #define MASKATTN_PERM false
 #endif
-#ifndef MASKATTN_ONE_PASS
-#define MASKATTN_ONE_PASS false
+#ifndef MASKATTN_FIXED
+#define MASKATTN_FIXED false
 #endif
 
 namespace maskattn {
@@ -87,8 +76,8 @@ constexpr int THREADS = 384;
 // registers), dK and dV (32 + 32) still fit their budget. From D = 96 dK and dV alone take 48 + 48 or more.
 template <int D>
 constexpr int STEP_ROWS = SW128_COLUMNS<D> == 64 ? 128 : 64;
-// one pass: how the consumers share a step's dQ. At 128 rows each takes 64 of them over D columns (m64nD products
-// over the block's keys); at 64 rows each takes half of the columns (HalfColumns) of all 64.
+// How the consumers share a step's dQ. At 128 rows each takes 64 of them over D columns (m64nD products over the
+// block's keys); at 64 rows each takes half of the columns (HalfColumns) of all 64.
 template <int D>
 constexpr bool DQ_BY_ROWS = STEP_ROWS<D> == 128;
 // dK/dV kernel: the plan's key blocks, 128 keys up to D = 128 (the consumers take 64 each) and 64 at D = 192 and 256
@@ -97,22 +86,18 @@ template <int D>
 constexpr bool WIDE = D > 128;
 template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
-// dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk
-// of 128 threads for perm plans: 40 spill 32 bytes there, which the one pass's consumers need) and of the consumers
-// (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), in
-// one pass dQ's part, 32 (64 wide): 224 spill 56 bytes there). setmaxnreg.inc waits until the registers the
-// producer's setmaxnreg.dec freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168:
-// a consumer budget one step too high hangs the kernel.
-template <bool PERM, bool ATOMIC>
-constexpr int PRODUCER_REGS = !PERM ? 24 : ATOMIC ? 40 : 56;
-template <bool PERM, bool ATOMIC>
-constexpr int CONSUMER_REGS = !PERM ? 240 : ATOMIC ? 232 : 224;
-static_assert(PRODUCER_REGS<false, false> + 2 * CONSUMER_REGS<false, false> == 3 * 168 &&
-                  PRODUCER_REGS<true, false> + 2 * CONSUMER_REGS<true, false> == 3 * 168 &&
-                  PRODUCER_REGS<true, true> + 2 * CONSUMER_REGS<true, true> == 3 * 168,
+// dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk of
+// 128 threads for perm plans: 40 spill 24 bytes at D = 128, which the consumers need) and of the consumers (dK and dV
+// accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), dQ's part, 32 (64
+// wide)). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three budgets
+// must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
+template <bool PERM>
+constexpr int PRODUCER_REGS = PERM ? 40 : 24;
+template <bool PERM>
+constexpr int CONSUMER_REGS = PERM ? 232 : 240;
+static_assert(PRODUCER_REGS<false> + 2 * CONSUMER_REGS<false> == 3 * 168 &&
+                  PRODUCER_REGS<true> + 2 * CONSUMER_REGS<true> == 3 * 168,
               "register budgets add up to the CTA's (__launch_bounds__(384, 1): 168 a thread)");
-constexpr int DQ_PRODUCER_REGS = 40;   // cp.async addressing only
-constexpr int DQ_CONSUMER_REGS = 232;  // dQ accumulator (64 at D = 128), S and dP of a half (32 + 32), dS (16)
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
 template <int D>
@@ -120,15 +105,14 @@ constexpr int KV_BYTES = KEY_BLOCK<D> * SW128_COLUMNS<D> * 2;
 template <int D>
 constexpr int STEP_BYTES = STEP_ROWS<D> * SW128_COLUMNS<D> * 2;
 template <int D>
-constexpr int ROW_VALUES_BYTES = 2 * 2 * STEP_ROWS<D> * 4;  // LSE and delta, two stages
-// dS^T of a step (one pass, and every wide kernel), keys in rows and its queries in columns, two buffers; wide
-// kernels also P^T, two buffers
+constexpr int ROW_VALUES_BYTES = 2 * 2 * STEP_ROWS<D> * 4 + 2 * STEP_ROWS<D>;  // LSE, delta, dQ's exponent (FIXED)
+// dS^T of a step, keys in rows and its queries in columns, two buffers; wide kernels also P^T, two buffers
 template <int D>
 constexpr int DS_BYTES = KEY_BLOCK<D> * STEP_ROWS<D> * 2;
-// one pass: a consumer's part of the step's dQ, 64 rows of DQ_COLUMNS floats (DQ_BY_ROWS: its rows, D columns; else
-// its half of the columns, DS / 2), in the accumulator's register order (DqChunk), staged for its bulk reduction: in
-// a buffer of its own, but at D = 256 (no room left) in the consumer's own columns of the step's Q and dO tiles, which
-// nothing else reads once its dK and dV products have completed
+// A consumer's part of the step's dQ, 64 rows of DQ_COLUMNS values (DQ_BY_ROWS: its rows, D columns; else its half of
+// the columns, DS / 2), in the accumulator's register order (DqChunk), staged for its bulk reduction: in a buffer of
+// its own, but at D = 256 (no room left) in the consumer's own columns of the step's Q and dO tiles, which nothing else
+// reads once its dK and dV products have completed
 template <int D>
 constexpr int DQ_COLUMNS = DQ_BY_ROWS<D> ? D : SW128_COLUMNS<D> / 2;
 template <int D>
@@ -150,10 +134,10 @@ static_assert(2 * 16 + BARRIERS * 8 <= 128, "the step descriptions and mbarriers
 // Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads)
 constexpr int DS_READY = 6;
 
-// A consumer's columns of its step's dQ in the one pass (of the tiles' DS columns), and of dK and dV in the wide
-// kernel: [N0 c, N0 c + N0) and, where N1 > 0 (DS = 192), [2 N0 + N1 c, 2 N0 + N1 (c + 1)). An N-major wgmma operand
-// may end inside a 64-column swizzle block but not start inside one and run past it, so DS = 192 takes its halves
-// of 96 columns as 64 + 32.
+// A consumer's columns of its step's dQ (of the tiles' DS columns), and of dK and dV in the wide kernel: [N0 c, N0 c +
+// N0) and, where N1 > 0 (DS = 192), [2 N0 + N1 c, 2 N0 + N1 (c + 1)). An N-major wgmma operand may end inside a
+// 64-column swizzle block but not start inside one and run past it, so DS = 192 takes its halves of 96 columns as 64 +
+// 32.
 template <int DS>
 struct HalfColumns {
   static constexpr int N0 = DS == 192 ? 64 : DS / 2, N1 = DS / 2 - N0;
@@ -185,38 +169,41 @@ __device__ __forceinline__ void wgmma_ss_columns(float (&acc)[DS / 16][4], unsig
   if constexpr (F1 > 0) wgmma_ss<T, TA, 1>(fragments<F0, F1>(acc), a, Cols::at(b, rows, 1, c) + b_step, scale_d);
 }
 
-// Where a consumer's part of a step's dQ lies in the float32 accumulator: chunk (2 * step + consumer) of 64 x COLUMNS
-// floats (DQ_COLUMNS), where step = (b * heads + h) * (n_q_pad / STEP_ROWS) + row / STEP_ROWS, written as the
-// consumers hold it: the n8 fragment j of warpgroup thread c at floats 4 (128 j + c) .. + 4 (fragment rows 16 (c / 32)
+// Where a consumer's part of a step's dQ lies in the accumulator: chunk (2 * step + consumer) of 64 x COLUMNS 4-byte
+// values (DQ_COLUMNS), where step = (b * heads + h) * (n_q_pad / STEP_ROWS) + row / STEP_ROWS, written as the
+// consumers hold it: the n8 fragment j of warpgroup thread c at values 4 (128 j + c) .. + 4 (fragment rows 16 (c / 32)
 // + (c % 32) / 4 and 8 more, columns 8 j + 2 (c % 4) and one more, of the consumer's rows or columns:
 // bwd_dq_convert_sm90_kernel undoes it). Bulk reductions from shared memory written without bank conflicts.
 template <int COLUMNS>
 struct DqChunk {
-  static constexpr int FLOATS = 64 * COLUMNS;
-  // float offset of element (r, x) of chunk ch (r < 64, x < COLUMNS)
+  static constexpr int VALUES = 64 * COLUMNS;
+  // offset of element (r, x) of chunk ch (r < 64, x < COLUMNS)
   static __device__ __forceinline__ long long offset(long long ch, int r, int x) {
     const int thread = 32 * (r / 16) + 4 * (r % 8) + (x % 8) / 2;
-    return ch * FLOATS + 4 * (128 * (x / 8) + thread) + 2 * ((r % 16) / 8) + x % 2;
+    return ch * VALUES + 4 * (128 * (x / 8) + thread) + 2 * ((r % 16) / 8) + x % 2;
   }
+};
+
+// the elements of the dQ accumulator: float32, or (FIXED) 32-bit integers
+template <bool FIXED>
+struct DqElement {
+  using type = float;
+};
+template <>
+struct DqElement<true> {
+  using type = int;
 };
 
 }  // namespace sm90_bwd
 
 // bwd_sm90_smem_bytes in backends/cuda/bwd.py
-template <int D, bool ATOMIC>
-constexpr int BWD_SM90_SMEM_BYTES =
-    sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> +
-    (ATOMIC || sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
-    (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
-    (ATOMIC && !sm90_bwd::DQ_IN_STEP<D> ? 2 * sm90_bwd::DQ_BYTES<D> : 0) + sm90_bwd::ROW_VALUES_BYTES<D> +
-    2 * sm90_bwd::BITS_BYTES<D> + 128;
-
-// bwd_dq_sm90_smem_bytes in backends/cuda/bwd.py
 template <int D>
-constexpr int BWD_DQ_SM90_SMEM_BYTES = sm90_bwd::ALIGN + 6 * sm90_bwd::KV_BYTES<D> + 128;
-static_assert(kv_stages::BARRIERS * 8 <= 128, "the dQ kernel's mbarriers fit the 128 bytes after the tiles");
+constexpr int BWD_SM90_SMEM_BYTES =
+    sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> + 2 * sm90_bwd::DS_BYTES<D> +
+    (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) + (sm90_bwd::DQ_IN_STEP<D> ? 0 : 2 * sm90_bwd::DQ_BYTES<D>) +
+    sm90_bwd::ROW_VALUES_BYTES<D> + 2 * sm90_bwd::BITS_BYTES<D> + 128;
 
-template <typename T, int D, int MASK, bool PERM, bool ATOMIC>
+template <typename T, int D, int MASK, bool PERM, bool FIXED>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     bwd_dkdv_sm90_kernel(MASKATTN_BWD_DKDV_PARAMS, const __grid_constant__ TensorMap q_map,
                          const __grid_constant__ TensorMap do_map, const __grid_constant__ TensorMap k_map,
@@ -224,17 +211,18 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
+  using DqAcc = typename DqElement<FIXED>::type;
   constexpr bool W = WIDE<D>;
   constexpr int KB = KEY_BLOCK<D>;       // keys of the CTA
-  constexpr int DS = SW128_COLUMNS<D>;   // columns of the shared tiles, and (one pass) of dQ's products
+  constexpr int DS = SW128_COLUMNS<D>;   // columns of the shared tiles, and of dQ's products
   constexpr int BM = STEP_ROWS<D>;       // query rows per step
   constexpr int NQ = (W ? BM / 2 : BM) / 8;  // n8 fragments of S^T and dP^T per warp (query columns)
   constexpr int DB = (W ? DS / 2 : D) / 8;   // n8 fragments of dK and dV per warp
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
   constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>, DSB = DS_BYTES<D>;
-  constexpr bool IN_STEP = ATOMIC && DQ_IN_STEP<D>;
+  constexpr bool IN_STEP = DQ_IN_STEP<D>;
   using Cols = HalfColumns<DS>;
-  static_assert(BWD_SM90_SMEM_BYTES<D, ATOMIC> + 2 * BM * 4 <= 227 * 1024,
+  static_assert(BWD_SM90_SMEM_BYTES<D> + 2 * BM * 4 <= 227 * 1024,
                 "fits the shared memory a block may opt into, with a node order's row table (producer_rows<BM>)");
 
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -243,13 +231,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned sV = sK + KV;
   const unsigned sQ = sV + KV;            // [2] stages
   const unsigned sdO = sQ + 2 * STEP;     // [2] stages
-  const unsigned sdS = sdO + 2 * STEP;    // [2] buffers (one pass or wide)
-  const unsigned sP = sdS + (ATOMIC || W ? 2 * DSB : 0);  // [2] buffers (wide)
-  const unsigned sdQ = sP + (W ? 2 * DSB : 0);              // [2] consumers (one pass, but DQ_IN_STEP)
-  const unsigned sRows = sdQ + (ATOMIC && !IN_STEP ? 2 * DQ_BYTES<D> : 0);  // [2] stages of BM LSE, then [2] of delta
+  const unsigned sdS = sdO + 2 * STEP;    // [2] buffers
+  const unsigned sP = sdS + 2 * DSB;      // [2] buffers (wide)
+  const unsigned sdQ = sP + (W ? 2 * DSB : 0);              // [2] consumers (but DQ_IN_STEP)
+  // [2] stages of BM LSE, then [2] of delta (floats), then (FIXED) [2] of dQ's exponents (bytes)
+  const unsigned sRows = sdQ + (IN_STEP ? 0 : 2 * DQ_BYTES<D>);
   const unsigned sBits = sRows + ROW_VALUES_BYTES<D>;     // [2] stages of a bit tile's step rows (BITS_STAGED)
   const unsigned sSteps = sBits + 2 * BITS_BYTES<D>;      // [2] int4 step descriptions
-  const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D, ATOMIC> in all
+  const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
@@ -286,7 +275,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<PRODUCER_REGS<PERM, ATOMIC>>();
+    setmaxnreg_dec<PRODUCER_REGS<PERM>>();
     const Where at = where();
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
@@ -348,6 +337,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           } else if (tid < BM / 2) {
             const int c = tid - BM / 4;
             cp_async_16(sRows + ((2 + stage) * BM + c * 4) * 4, delta + values + c * 4, true);
+          } else if (FIXED && tid < BM / 2 + BM / 16) {
+            const int c = tid - BM / 2;
+            cp_async_16(sRows + 4 * BM * 4 + stage * BM + c * 16, dq_exp + values + c * 16, true);
           }
           const int4 here = describe(row0);
           if (MASK == MASK_BITS && BITS_STAGED<D> && here.w >= 0) {
@@ -386,19 +378,20 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         const int4 here = describe(row0);
         steps[stage] = here;
         const bool bits = MASK == MASK_BITS && BITS_STAGED<D> && here.w >= 0;
-        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * BM * 4 + (bits ? BITS_BYTES<D> : 0));
+        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * BM * 4 + (FIXED ? BM : 0) + (bits ? BITS_BYTES<D> : 0));
         tma_load_tile<BM, D>(sQ + stage * STEP, &q_map, row0, h, b, full);
         tma_load_tile<BM, D>(sdO + stage * STEP, &do_map, row0, h, b, full);
         const long long values = row_values(row0);
         bulk_load(sRows + stage * BM * 4, lse_log2 + values, BM * 4, full);
         bulk_load(sRows + (2 + stage) * BM * 4, delta + values, BM * 4, full);
+        if (FIXED) bulk_load(sRows + 4 * BM * 4 + stage * BM, dq_exp + values, BM, full);
         if (bits) bulk_load(sBits + stage * BITS_BYTES<D>, step_bits(here.w, row0), BITS_BYTES<D>, full);
       }
     }
     return;
   }
 
-  setmaxnreg_inc<CONSUMER_REGS<PERM, ATOMIC>>();
+  setmaxnreg_inc<CONSUMER_REGS<PERM>>();
   const Where at = where();
   const int b = at.b, kv_head = at.kv_head, n_block = at.n_block, key0 = at.key0;
   // Up to D = 128 consumer c takes keys [64 c, 64 c + 64) of the block's 128, all BM queries of a step and every
@@ -423,7 +416,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned long long qt_desc = sw128_desc(sQ, BM * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long dot_desc = sw128_desc(sdO, BM * SW128_BYTES, 8 * SW128_BYTES);
   auto kt_step = [](int stage, int kk) { return (unsigned)(stage * STEP + kk * 16 * SW128_BYTES) >> 4; };
-  // one pass: dQ (this consumer's DQ_COLUMNS of the step's rows, or its 64 rows) = dS K over the block's keys, with
+  // dQ (this consumer's DQ_COLUMNS of the step's rows, or its 64 rows) = dS K over the block's keys, with
   // dS^T (keys in rows, M contiguous; in this turn's buffer, 64 queries a swizzle block) and K (N contiguous) read
   // transposed; a k step moves 16 keys.
   constexpr int DQ_FRAGMENTS = DQ_COLUMNS<D> / 8;
@@ -445,7 +438,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // wide: P^T (and dS^T) as K-major A operands, queries along k
   const unsigned long long pt_desc = sw128_desc(sP, 16, 8 * SW128_BYTES);
   const unsigned long long dst_k_desc = sw128_desc(sdS, 16, 8 * SW128_BYTES);
-  // one pass: where a consumer stages its chunk of dQ (DQ_IN_STEP: in its own columns of the step's Q, then dO)
+  // where a consumer stages its chunk of dQ (DQ_IN_STEP: in its own columns of the step's Q, then dO)
   constexpr int PIECES = IN_STEP ? 2 : 1;
   constexpr int PIECE_BYTES = DQ_BYTES<D> / PIECES;
   auto staging = [&](int stage, int piece) {
@@ -492,7 +485,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     mbarrier_wait(barrier(FULL + stage), (i >> 1) & 1);
     const int4 here = steps[stage];
     if (here.x < 0) break;
-    const int row0 = here.x, row_step = row0 % TILE_M, group = here.z, payload = here.w;
+    const int row0 = here.x, group = here.z, payload = here.w;
     // this thread's first query column's LSE and delta (lse_s[values], delta_s[values])
     auto values = [&]() { return stage * BM + query_lo + 2 * t_lane; };
     // LSE into registers before the products, so that its latency is not paid after S^T's wait (2 NQ registers);
@@ -564,27 +557,24 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) wgmma_rs_tnsp<T>(acc_dv, p[kk], dot_desc + kt_step(stage, kk));
-        if constexpr (!ATOMIC) dk_products();
         wgmma_commit();
-        if constexpr (ATOMIC) {
-          // dS^T into this turn's buffer, then dQ's part, then dK's product, which runs while dQ is staged below
-          // (FlashAttention-4's order)
-          store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
-          fence_proxy_async();
-          dq_staging_free();
-          named_barrier_sync(DS_READY, 256);
-          dq_products(acc_dq, buffer);
-          wgmma_commit();
-          dk_products();
-          wgmma_commit();
-        }
+        // dS^T into this turn's buffer, then dQ's part, then dK's product, which runs while dQ is staged below
+        // (FlashAttention-4's order)
+        store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
+        fence_proxy_async();
+        dq_staging_free();
+        named_barrier_sync(DS_READY, 256);
+        dq_products(acc_dq, buffer);
+        wgmma_commit();
+        dk_products();
+        wgmma_commit();
       } else {
         // P^T and dS^T of this consumer's queries into the turn's buffers; once both consumers' are there, dV += P^T
-        // dO, dK += dS^T Q and (one pass) dQ = dS K over this consumer's columns, in pieces (HalfColumns)
+        // dO, dK += dS^T Q and dQ = dS K over this consumer's columns, in pieces (HalfColumns)
         store_packed_sw128<KB>(generic(sP + buffer), p, tile_key, lane, query_lo / 8);
         store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane, query_lo / 8);
         fence_proxy_async();
-        if constexpr (ATOMIC) dq_staging_free();
+        dq_staging_free();
         named_barrier_sync(DS_READY, 256);
         wgmma_fence();
 #pragma unroll
@@ -597,36 +587,49 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           wgmma_ss_columns<T, 0, DS>(acc_dk, dst_k_desc + (buffer >> 4) + sw128_k_step<KB>(kk),
                                      qt_desc, kt_step(stage, kk), BM, consumer, 1);
         }
-        if constexpr (ATOMIC) dq_products(acc_dq, buffer);
+        dq_products(acc_dq, buffer);
         wgmma_commit();
       }
       ++ds_turn;
-      constexpr bool DK_UNDER_STAGING = ATOMIC && !W;  // the dK product still runs: the last commit group
+      constexpr bool DK_UNDER_STAGING = !W;  // the dK product still runs: the last commit group
       wgmma_wait<DK_UNDER_STAGING ? 1 : 0>();
       pin_registers(acc_dv);
-      if constexpr (ATOMIC) {
-        pin_registers(acc_dq);
-        // the chunk to shared memory (its staging was free by DS_READY; DQ_IN_STEP: the stage's last reductions
-        // were read before it was refilled, and its tiles are free once the whole consumer is past its products),
-        // then bulk reductions into dq_accum
-        if constexpr (IN_STEP) named_barrier_sync(1 + consumer, 128);
-        constexpr int PIECE_FRAGMENTS = DQ_FRAGMENTS / PIECES;
+      pin_registers(acc_dq);
+      // the chunk to shared memory (its staging was free by DS_READY; DQ_IN_STEP: the stage's last reductions
+      // were read before it was refilled, and its tiles are free once the whole consumer is past its products),
+      // then bulk reductions into dq_accum
+      if constexpr (IN_STEP) named_barrier_sync(1 + consumer, 128);
+      constexpr int PIECE_FRAGMENTS = DQ_FRAGMENTS / PIECES;
+      // FIXED: the fragment's rows (16 warp + g_lane and 8 more of the consumer's 64) scaled by their 2^e and
+      // rounded to integers (bwd_common.cuh's dq_fixed_exponent)
+      float2 to_fixed = make_float2(1.f, 1.f);
+      if constexpr (FIXED) {
+        const signed char* exp_s = reinterpret_cast<const signed char*>(lse_s + 4 * BM) + stage * BM +
+                                   (DQ_BY_ROWS<D> ? 64 * consumer : 0) + 16 * warp + g_lane;
+        to_fixed = make_float2(exp2_int(exp_s[0]), exp2_int(exp_s[8]));
+      }
 #pragma unroll
-        for (int j = 0; j < DQ_FRAGMENTS; ++j) {
-          float4* staged = reinterpret_cast<float4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
+      for (int j = 0; j < DQ_FRAGMENTS; ++j) {
+        float4* staged = reinterpret_cast<float4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
+        if constexpr (FIXED) {
+          reinterpret_cast<int4*>(staged)[128 * (j % PIECE_FRAGMENTS) + ctid] =
+              make_int4(__float2int_rn(acc_dq[j][0] * to_fixed.x), __float2int_rn(acc_dq[j][1] * to_fixed.x),
+                        __float2int_rn(acc_dq[j][2] * to_fixed.y), __float2int_rn(acc_dq[j][3] * to_fixed.y));
+        } else {
           staged[128 * (j % PIECE_FRAGMENTS) + ctid] =
               make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
         }
-        fence_proxy_async();
-        named_barrier_sync(1 + consumer, 128);
-        if (ctid == 0) {
-          const long long chunk = DqChunk<DQ_COLUMNS<D>>::offset(2ll * here.y + consumer, 0, 0);
+      }
+      fence_proxy_async();
+      named_barrier_sync(1 + consumer, 128);
+      if (ctid == 0) {
+        const long long chunk = DqChunk<DQ_COLUMNS<D>>::offset(2ll * here.y + consumer, 0, 0);
 #pragma unroll
-          for (int piece = 0; piece < PIECES; ++piece) {
-            bulk_reduce_add_f32(dq_accum + chunk + piece * (PIECE_BYTES / 4), staging(stage, piece), PIECE_BYTES);
-          }
-          bulk_commit();
+        for (int piece = 0; piece < PIECES; ++piece) {
+          bulk_reduce_add(reinterpret_cast<DqAcc*>(dq_accum) + chunk + piece * (PIECE_BYTES / 4),
+                          staging(stage, piece), PIECE_BYTES);
         }
+        bulk_commit();
       }
       if constexpr (DK_UNDER_STAGING) wgmma_wait<0>();
       pin_registers(acc_dk);
@@ -642,15 +645,15 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       mbarrier_arrive(barrier(EMPTY + stage));
     }
   }
-  if (ATOMIC && ctid == 0) bulk_wait<0>();
+  if (ctid == 0) bulk_wait<0>();
 
   // Epilogue: dK = scale * acc_dk and dV through sK and sV (swizzled: conflict-free for the fragment writes and the
   // row reads), then 16-byte stores. Up to D = 128 each consumer writes and stores its own rows; wide ones their
   // columns of every row, then consumer 0 stores dK and consumer 1 dV. Every wgmma reading sK or sV must have
-  // completed: the other consumer's too where they read all of K (the one pass's dQ, wide S^T and dP^T).
+  // completed: the other consumer's too where they read all of K (dQ's product, wide S^T and dP^T).
   unsigned char* sdK = generic(sK);
   unsigned char* sdV = generic(sV);
-  if constexpr (W || ATOMIC) named_barrier_sync(DS_READY, 256);
+  named_barrier_sync(DS_READY, 256);
   if constexpr (!W) {
     store_fragments_sw128<KB, T>(sdK, acc_dk, tile_key, lane, scale, scale);
     store_fragments_sw128<KB, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
@@ -677,12 +680,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   }
 }
 
-// dQ = scale * the one-pass kernel's float32 accumulator (DqChunk order), in the input dtype and the caller's row
-// order: one thread per 8 elements of a row, which lie in four threads' fragments of one chunk.
-template <typename T, int D>
+// dQ = scale * the one-pass kernel's accumulator (DqChunk order; FIXED: integers, times 2^-dq_exp of the row), in
+// the input dtype and the caller's row order: one thread per 8 elements of a row, which lie in four threads'
+// fragments of one chunk.
+template <typename T, int D, bool FIXED>
 __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
-    const float* __restrict__ dq_accum, T* __restrict__ dq, long long dq_sb, long long dq_sh, long long dq_sn,
-    int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
+    const float* __restrict__ dq_accum, const signed char* __restrict__ dq_exp, T* __restrict__ dq, long long dq_sb,
+    long long dq_sh, long long dq_sn, int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
   using namespace sm90_bwd;
   constexpr int CHUNKS = D / 8;  // of 8 elements, per row
   constexpr int DS = SW128_COLUMNS<D>;  // the accumulator's columns
@@ -694,187 +698,33 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
   const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
   // (consumer, its row, its column) of 8 columns of the row: of one piece of the columns where DQ_BY_ROWS is false
   const int2 at = DQ_BY_ROWS<D> ? make_int2(row % BM / 64, col) : HalfColumns<DS>::of(col);
-  const float* src = dq_accum + DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
+  const long long src = DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
+  const float unit = FIXED ? scale * exp2_int(-dq_exp[(long long)bh * n_q_pad + row]) : scale;
   unsigned packed[4];
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 floats on
-    const float2 x = *reinterpret_cast<const float2*>(src + 4 * t);
-    packed[t] = Dtype<T>::pack(x.x * scale, x.y * scale);
+  for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 values on
+    float2 x;
+    if constexpr (FIXED) {
+      const int2 fixed = *reinterpret_cast<const int2*>(reinterpret_cast<const int*>(dq_accum) + src + 4 * t);
+      x = make_float2((float)fixed.x, (float)fixed.y);
+    } else {
+      x = *reinterpret_cast<const float2*>(dq_accum + src + 4 * t);
+    }
+    packed[t] = Dtype<T>::pack(x.x * unit, x.y * unit);
   }
   *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + caller_token(perm, row) * dq_sn + col) =
       make_uint4(packed[0], packed[1], packed[2], packed[3]);
 }
 
-template <typename T, int D, int MASK, bool PERM>
-__global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
-    bwd_dq_sm90_kernel(MASKATTN_BWD_DQ_PARAMS, const __grid_constant__ TensorMap k_map,
-                       const __grid_constant__ TensorMap v_map) {
-  if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
-  using namespace sm90_bwd;
-  using namespace kv_stages;
-  static_assert(D == 32 || D == 64 || D == 96 || D == 128, "head dims 32 to 128");
-  using Mma = Wgmma<T>;
-  constexpr int HALF = TILE_N / 2;  // keys per half of a key block
-  constexpr int NK = HALF / 8;      // n8 fragments of a half's S and dP per warp
-  constexpr int DB = D / 8;         // n8 fragments of dQ per warp
-  constexpr int KS = HALF / 16;     // k16 steps of dS K per half
-  constexpr int TILE = KV_BYTES<D>;
-
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const unsigned smem_raw = smem_addr(smem);
-  const unsigned sQ = (smem_raw + ALIGN - 1) & ~(ALIGN - 1u);
-  const unsigned sdO = sQ + TILE;
-  const unsigned sK = sdO + TILE;       // [2] stages
-  const unsigned sV = sK + 2 * TILE;    // [2] stages
-  const unsigned bars = sV + 2 * TILE;  // BWD_DQ_SM90_SMEM_BYTES<D> in all
-  auto barrier = [&](int id) { return bars + 8u * id; };
-
-  const int tid = threadIdx.x, warpgroup = tid / 128;
-  const PlanCta cta_of = backward_cta(m_levels);
-  const int b = cta_of.head_group / heads, h = cta_of.head_group % heads;
-  const int group = b * group_sb + h * group_sh;
-  const int m_block = m_order[(long long)group * n_mblocks + cta_of.rank];
-  const int row0 = m_block * TILE_M;
-  const long long e_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
-  const int n_entries = (int)(row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - e_begin);
-
-  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1);
-  __syncthreads();
-
-  if (warpgroup == 0) {
-    setmaxnreg_dec<DQ_PRODUCER_REGS>();
-    const int kv_head = h / heads_per_kv;
-    load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, TokenRows{perm, q_sn, row0}, n_q - row0, tid);
-    load_rows_sw128_async<TILE_M, D, 128>(sdO, d_o + b * do_sb + h * do_sh, TokenRows{perm, do_sn, row0}, n_q - row0,
-                                          tid);
-    cp_async_commit();
-    if constexpr (PERM) {  // as fwd_sm90.cu's producer
-      produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh, k_sn,
-                                   v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
-                                   col_idx + e_begin, n_entries, n_k, tid);
-    } else {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      mbarrier_arrive(barrier(Q_FULL));
-      if (tid == 0) {
-        produce_kv_stages_tma<TILE_N, D>(bars, sK, sV, &k_map, &v_map, kv_head, b, col_idx + e_begin, n_entries);
-      }
-    }
-    return;
-  }
-
-  setmaxnreg_inc<DQ_CONSUMER_REGS>();
-  const int consumer = warpgroup - 1;  // rows [64 consumer, 64 consumer + 64) of the tile
-  const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
-  const int g_lane = lane / 4;
-  const int tile_row = 64 * consumer + 16 * warp;  // the warp's first row inside the tile
-  const int warp_row0 = row0 + tile_row;
-  // the thread's rows warp_row0 + g_lane (+ 8); rows are padded to whole query blocks (+inf, 0)
-  const long long row_at = (long long)cta_of.head_group * n_q_pad + warp_row0 + g_lane;
-  const float lse_row[2] = {lse_log2[row_at], lse_log2[row_at + 8]};
-  const float delta_row[2] = {delta[row_at], delta[row_at + 8]};
-
-  // descriptors at stage 0, key half 0 and k step 0: K-major for S and dP (Q and dO rows of this warpgroup, K and V
-  // rows of the half), N-major for dQ (K transposed: a k step moves 16 keys, 64-column blocks TILE_N rows apart)
-  const unsigned long long q_desc = sw128_desc(sQ + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
-  const unsigned long long do_desc = sw128_desc(sdO + 64 * consumer * SW128_BYTES, 16, 8 * SW128_BYTES);
-  const unsigned long long k_desc = sw128_desc(sK, 16, 8 * SW128_BYTES);
-  const unsigned long long v_desc = sw128_desc(sV, 16, 8 * SW128_BYTES);
-  const unsigned long long kt_desc = sw128_desc(sK, TILE_N * SW128_BYTES, 8 * SW128_BYTES);
-  const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, n_k};
-  auto release = [&](int bar) { warp_release(barrier(bar), lane); };
-
-  float acc_dq[DB][4];
-#pragma unroll
-  for (int j = 0; j < DB; ++j) acc_dq[j][0] = acc_dq[j][1] = acc_dq[j][2] = acc_dq[j][3] = 0.f;
-  float s[NK][4], dp[NK][4];
-  unsigned ds[KS][4];
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk) ds[kk][0] = ds[kk][1] = ds[kk][2] = ds[kk][3] = 0u;
-
-  mbarrier_wait(barrier(Q_FULL), 0);
-#pragma unroll 1
-  for (int i = 0; i < n_entries; ++i) {
-    const int stage = i & 1;
-    const long long e = e_begin + i;
-    const int n_block = col_idx[e];
-    const bool partial = MASK != MASK_NONE && kind[e] == KIND_PARTIAL;
-    const int payload = MASK == MASK_BITS && partial ? payload_idx[e] : 0;
-    mbarrier_wait(barrier(K_FULL + stage), (i >> 1) & 1);
-    mbarrier_wait(barrier(V_FULL + stage), (i >> 1) & 1);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const unsigned kv_half = (stage * TILE + half * HALF * SW128_BYTES) >> 4;
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        Mma::ss_n64(s, q_desc + sw128_k_step<TILE_M>(kk), k_desc + kv_half + sw128_k_step<TILE_N>(kk), kk > 0);
-      }
-      wgmma_commit();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        Mma::ss_n64(dp, do_desc + sw128_k_step<TILE_M>(kk), v_desc + kv_half + sw128_k_step<TILE_N>(kk), kk > 0);
-      }
-      wgmma_commit();
-      // S and the previous half's dQ product (it read ds) have completed
-      wgmma_wait<1>();
-      pin_registers(s);
-      pin_registers(ds);
-
-      mask_tile_scores<MASK, TILE_M, TILE_N>(s, masks, masks.payload<MASK, TILE_M, TILE_N>(group, n_block, payload),
-                                             n_block, partial, half * HALF, warp_row0, tile_row, lane);
-      probabilities(s, lse_row, scale_log2);
-      wgmma_wait<0>();
-      pin_registers(dp);
-      if (half == 1) release(V_EMPTY + stage);
-
-      // dS = P (dP - delta), then dQ += dS K (scaled in the epilogue)
-      score_grads(dp, s, delta_row);
-      pack_a_operand<T>(ds, dp);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) {
-        wgmma_rs_tnsp<T>(acc_dq, ds[kk], kt_desc + kv_half + ((kk * 16 * SW128_BYTES) >> 4));
-      }
-      wgmma_commit();
-    }
-    wgmma_wait<0>();
-    pin_registers(acc_dq);
-    pin_registers(ds);
-    release(K_EMPTY + stage);
-  }
-
-  // Epilogue: dQ = scale * acc_dq through this warpgroup's own rows of sQ (every wgmma reading them has completed),
-  // then 16-byte stores.
-  unsigned char* sdQ = smem + (sQ - smem_raw);
-  store_fragments_sw128<TILE_M, T>(sdQ, acc_dq, tile_row + g_lane, lane, scale, scale);
-  named_barrier_sync(1 + consumer, 128);
-  store_rows_sw128<TILE_M, D>(dq + b * dq_sb + h * dq_sh, TokenRows{perm, dq_sn, row0}, sdQ,
-                              64 * consumer, n_q - row0, ctid);
-}
-
 }  // namespace maskattn
 
 #ifdef MASKATTN_INSTANTIATE
-// Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): the kernels of the configuration the knobs above name, the two
-// passes or (MASKATTN_ONE_PASS) the one pass and its conversion, for resource reports.
-#if MASKATTN_ONE_PASS
+// Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): the kernels of the configuration the knobs above name, the dK/dV
+// kernel and its conversion, for resource reports.
 void* maskattn_bwd_sm90_instances[] = {
+    reinterpret_cast<void*>(&maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM,
+                                                            maskattn::MASKATTN_MASK, MASKATTN_PERM, MASKATTN_FIXED>),
     reinterpret_cast<void*>(
-        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
-                                        MASKATTN_PERM, true>),
-    reinterpret_cast<void*>(&maskattn::bwd_dq_convert_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM>),
+        &maskattn::bwd_dq_convert_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_FIXED>),
 };
-#else
-void* maskattn_bwd_sm90_instances[] = {
-    reinterpret_cast<void*>(
-        &maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
-                                        MASKATTN_PERM, false>),
-#if MASKATTN_HEAD_DIM <= 128  // wider head dims take bwd.cu's dQ kernel
-    reinterpret_cast<void*>(
-        &maskattn::bwd_dq_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
-                                      MASKATTN_PERM>),
-#endif
-};
-#endif
 #endif

@@ -32,11 +32,18 @@ __device__ __forceinline__ void bulk_load(unsigned s_dst, const void* g_src, uns
                : "memory");
 }
 
-// g_dst[i] += s_src[i] for `bytes` / 4 floats, by the copy engine (FlashAttention-3's dQ accumulation): one
-// asynchronous bulk reduction of this thread's bulk group. The shared source must have been written before a
-// fence_proxy_async and stays in use until bulk_wait_read says it was read.
-__device__ __forceinline__ void bulk_reduce_add_f32(float* g_dst, unsigned s_src, unsigned bytes) {
+// g_dst[i] += s_src[i] for `bytes` / 4 floats or 32-bit integers, by the copy engine (FlashAttention-3's dQ
+// accumulation): one asynchronous bulk reduction of this thread's bulk group. The shared source must have been written
+// before a fence_proxy_async and stays in use until bulk_wait_read says it was read. Integer additions are exact, so
+// their sum does not depend on the order in which the copy engine performs them.
+__device__ __forceinline__ void bulk_reduce_add(float* g_dst, unsigned s_src, unsigned bytes) {
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                   reinterpret_cast<unsigned long long>(g_dst)),
+               "r"(s_src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_reduce_add(int* g_dst, unsigned s_src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.s32 [%0], [%1], %2;" ::"l"(
                    reinterpret_cast<unsigned long long>(g_dst)),
                "r"(s_src), "r"(bytes)
                : "memory");

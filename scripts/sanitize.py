@@ -6,9 +6,10 @@
 (an argument: only the attention cases whose name holds it, then the decode and dense-plan runs)
 
 Forward and backward with no mask, interval masks and bit masks (odd lengths, GQA, both dtypes across the runs; on
-Hopper, head dims 32 to 128 take the wgmma forward, dK/dV and dQ kernels (32 and 96 at the layouts of 64 and 128),
-192 and 256 the wgmma forward and dK/dV kernels (128 x 64 tiles) and the mma.sync dQ kernel, the atomic cases the
-one-pass wgmma kernel, and the case marked mma.sync the mma.sync dK/dV kernel with atomic dQ, MASKATTN_SM90=0);
+Hopper every head dim takes the wgmma forward and the one-pass wgmma backward (32 and 96 at the layouts of 64 and
+128, 192 and 256 on 128 x 64 tiles): with its fixed-point dQ and the K and V bound before it where deterministic,
+with float32 dQ in the atomic cases; the case marked mma.sync the mma.sync dK/dV kernel with atomic dQ,
+MASKATTN_SM90=0);
 plans in an order of their own, of intervals and of bits (rows gathered through perm: the wgmma producers' row
 tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
 16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key

@@ -24,11 +24,7 @@ def test_the_training_tile_takes_the_wgmma_forward_where_it_exists(head_dim, hop
         assert tile == (128, kernels.sm90_tile_n(head_dim))
         # the launch with a node order asks for the producers' row tables on top
         assert kernels.sm90_smem_bytes(head_dim) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
-        for one_pass in (False, True):
-            assert (bwd.bwd_sm90_smem_bytes(head_dim, one_pass) + bwd.dkdv_row_table_bytes(head_dim)
-                    <= kernels.SM90_SMEM_OPTIN)
-    if head_dim in bwd.DQ_SM90_HEAD_DIMS:
-        assert bwd.bwd_dq_sm90_smem_bytes(head_dim) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+        assert bwd.bwd_sm90_smem_bytes(head_dim) + bwd.dkdv_row_table_bytes(head_dim) <= kernels.SM90_SMEM_OPTIN
 
 
 def test_other_tiles_and_the_switch_keep_the_mma_sync_forward(hopper, monkeypatch):

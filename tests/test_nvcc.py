@@ -65,18 +65,15 @@ def _with_perm(config):
 
 _PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM = (
     _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192))
-# bwd_sm90.cu's one pass (MASKATTN_ONE_PASS); its perm plans' producer spills 32 bytes at D = 128 and 4 at D = 256
-# (the register budgets in bwd_sm90.cu say why), and the two passes' dK/dV kernel for them 4 bytes at D = 96, the
-# only spills allowed there
-_SM90_ONE_PASS = [({**config, "MASKATTN_ONE_PASS": "true"}, no_spill)
-                  for config, no_spill in _SM90 + _SM90_PADDED + _SM90_WIDE]
-_SM90_ONE_PASS_PERM = [({**config, "MASKATTN_ONE_PASS": "true"}, False) for config, _ in _SM90_PERM + _SM90_WIDE_PERM]
-_BWD_SM90_PADDED_PERM = [(config, False) for config, _ in _SM90_PADDED_PERM]
+# bwd_sm90.cu's one pass, with the float32 and (MASKATTN_FIXED) the fixed-point dQ; its perm plans' producer spills
+# up to 28 bytes at D = 128 and 8 at D = 256 (the register budgets in bwd_sm90.cu say why), the only spills allowed
+_BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _SM90_WIDE] + [
+    (config, False) for config, _ in _SM90_PERM + _SM90_PADDED_PERM + _SM90_WIDE_PERM]
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM,
            "fwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
                            + _SM90_TILE_192 + _SM90_TILE_192_PERM),
-           "bwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _BWD_SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
-                           + _SM90_ONE_PASS + _SM90_ONE_PASS_PERM)}
+           "bwd_sm90.cu": _BWD_SM90 + [({**config, "MASKATTN_FIXED": "true"}, no_spill)
+                                       for config, no_spill in _BWD_SM90]}
 
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 

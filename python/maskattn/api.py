@@ -433,8 +433,10 @@ def attention_backward(do, q, k, v, out, lse, mask=None, *, scale=None, layout="
     deterministic : bool
         On the GPU, False (the default, the faster path) adds dQ into a float32 accumulator from the kernel that
         computes dK and dV (on Hopper one pass over the plan whose dQ goes by bulk reductions, elsewhere float32
-        atomics), so its rounding varies from run to run. True computes dQ by its own kernel over the forward block
-        lists: bit-identical on every run, at the cost of computing S and dP twice. ``maskattn.torch`` passes
+        atomics), so its rounding varies from run to run. True is bit-identical on every run: on Hopper the same one
+        pass sums dQ in 32-bit fixed point (each row scaled by a power of two from a bound on its sums; exact, so
+        independent of the order of the additions), elsewhere dQ is computed by its own kernel over the forward block
+        lists, at the cost of computing S and dP twice. ``maskattn.torch`` passes
         ``torch.are_deterministic_algorithms_enabled()``. The CPU backends are always deterministic.
 
     Returns

@@ -7,12 +7,13 @@ the outputs and float32 scratch, and launches, in order: the preprocess (delta =
 the column-parallel dK/dV kernel over the plan's backward CSR, and either the deterministic dQ kernel over the
 forward CSR (default) or, with ``deterministic=False``, float32 atomics into a dQ accumulator from the dK/dV kernel
 followed by a conversion. On Hopper (compute capability 9.0), wherever the forward runs ``fwd_sm90.cu`` (every head
-dim of the training tile: 128 x 128 up to 128, 128 x 64 at 192 and 256), the kernels of ``bwd_sm90.cu`` run instead
+dim of the training tile: 128 x 128 up to 128, 128 x 64 at 192 and 256), ``bwd_sm90.cu``'s one pass runs instead
 (wgmma, a producer warpgroup fed by the copy engine and two consumers, compiled for ``sm_90a`` by
-:func:`.kernels.sm90_function`): deterministic, the dK/dV and dQ passes (at 192 and 256 the dQ pass stays bwd.cu's);
-with ``deterministic=False`` one pass whose dK/dV kernel also adds each step's dQ into a float32 accumulator by bulk
-reductions, then the conversion. ``MASKATTN_SM90=0`` in the environment keeps the mma.sync kernels, as for the
-forward.
+:func:`.kernels.sm90_function`): its dK/dV kernel also adds each step's dQ into an accumulator by bulk reductions,
+then the conversion. The accumulator holds float32 with ``deterministic=False``; deterministic, it holds 32-bit
+integers, each row scaled by a power of two from a bound on its partial sums (``bwd_kv_bound_kernel`` bounds K and V
+first, the preprocess each row), so that their exact sum does not depend on the order of the additions.
+``MASKATTN_SM90=0`` in the environment keeps the mma.sync kernels, as for the forward.
 
 The backward reads the same plan as the forward (``kernels.tile_for``): it steps through the plan's query blocks BM rows
 at a time and through its key blocks BN keys at a time, so no second plan is compiled. Plans, sources, dtype rules,
@@ -28,15 +29,14 @@ import math
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import (MASK_MODES, ROW_TABLE_BYTES, import_cupy, kernel_source, nvrtc_options, sm90_function,
+from .kernels import (MASK_MODES, import_cupy, kernel_source, nvrtc_options, sm90_function,
                       sm90_tile_n, smem_optin, source_dir, sw128_columns)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
 from .tma import MAP_BYTES, TensorMap
 
-__all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "bwd_dq_sm90_smem_bytes", "uses_sm90",
-           "backward"]
+__all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "uses_sm90", "backward"]
 
 _PRE_ROWS = 64          # rows per CTA of bwd_preprocess_kernel (PRE_ROWS in bwd.cu)
 _CONVERT_THREADS = 256  # CONVERT_THREADS in bwd_common.cuh
@@ -85,75 +85,66 @@ def sm90_step_rows(head_dim: int) -> int:
     return 128 if sw128_columns(head_dim) == 64 else 64
 
 
-def bwd_sm90_smem_bytes(head_dim: int, one_pass: bool = False) -> int:
-    """BWD_SM90_SMEM_BYTES<D, ATOMIC> of bwd_sm90.cu: alignment slack, K and V (a key block: 128 rows, 64 from head
-    dim 192), two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x
-    step rows; one pass or wide) and of P^T (wide), in one pass the consumers' float32 chunks of a step's dQ (64 rows x
-    D at 128-row steps, else 64 x width / 2; none at 256, which stages them in the step's tiles), two stages of the
-    step's LSE and delta values, up to D = 128 two stages of a bit tile's step rows (BITS_STAGED), the step
-    descriptions and mbarriers (width: the tiles' padded D, sw128_columns)."""
+def bwd_sm90_smem_bytes(head_dim: int) -> int:
+    """BWD_SM90_SMEM_BYTES<D> of bwd_sm90.cu: alignment slack, K and V (a key block: 128 rows, 64 from head dim 192),
+    two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x step rows)
+    and, wide, of P^T, the consumers' 4-byte chunks of a step's dQ (64 rows x D at 128-row steps, else 64 x width / 2;
+    none at 256, which stages them in the step's tiles), two stages of the step's LSE and delta (floats) and dQ
+    exponents (bytes), up to D = 128 two stages of a bit tile's step rows (BITS_STAGED), the step descriptions and
+    mbarriers (width: the tiles' padded D, sw128_columns)."""
     width, wide, keys = sw128_columns(head_dim), head_dim > 128, sm90_tile_n(head_dim)
     rows = sm90_step_rows(head_dim)
-    ds_buffers = 2 * (one_pass or wide) + 2 * wide
-    dq_chunks = 2 * 64 * (head_dim if rows == 128 else width // 2) * 4 if one_pass and head_dim != 256 else 0
+    ds_buffers = 2 + 2 * wide
+    dq_chunks = 2 * 64 * (head_dim if rows == 128 else width // 2) * 4 if head_dim != 256 else 0
     bits = 0 if wide else 2 * rows * keys // 8
-    return (1024 + (2 * keys + 4 * rows) * width * 2 + ds_buffers * keys * rows * 2 + dq_chunks + 2 * 2 * rows * 4
-            + bits + 128)
+    return (1024 + (2 * keys + 4 * rows) * width * 2 + ds_buffers * keys * rows * 2 + dq_chunks
+            + 2 * (2 * 4 + 1) * rows + bits + 128)
 
 
 def dkdv_row_table_bytes(head_dim: int) -> int:
     """The dK/dV kernel's producer row table for node orders (producer_rows<BM> of bwd_sm90.cu, after its 128-byte
-    tail): two steps of rows. The dQ kernel's K and V tables take kernels.ROW_TABLE_BYTES."""
+    tail): two steps of rows."""
     return 2 * sm90_step_rows(head_dim) * 4
 
 
-def bwd_dq_sm90_smem_bytes(head_dim: int) -> int:
-    """BWD_DQ_SM90_SMEM_BYTES<D> of bwd_sm90.cu: alignment slack, Q, dO and two stages of K and V (128 rows each),
-    the mbarriers."""
-    return 1024 + 6 * 128 * sw128_columns(head_dim) * 2 + 128
-
-
-DQ_SM90_HEAD_DIMS = (32, 64, 96, 128)  # bwd_sm90.cu's dQ kernel (the deterministic second pass); wider: bwd.cu's
-
-
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
-    """Whether the backward runs the wgmma kernels of bwd_sm90.cu (the two passes where deterministic, else the one
-    pass with dQ by bulk reductions): where the forward runs fwd_sm90.cu on the training tile, every head dim."""
+    """Whether the backward runs bwd_sm90.cu's one pass (wgmma, dQ by bulk reductions): where the forward runs
+    fwd_sm90.cu on the training tile, every head dim."""
     return tuple(tile)[0] == 128 and forward_uses_sm90(head_dim, tuple(tile), device_id)
-
-
-def _dq_sm90(head_dim: int, sm90: bool) -> bool:
-    """Whether the deterministic dQ pass runs bwd_sm90.cu's kernel (rather than bwd.cu's) where ``sm90``."""
-    return sm90 and head_dim in DQ_SM90_HEAD_DIMS
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,
                  perm: bool = False) -> dict:
-    """The instantiations one backward configuration launches, by role: bwd.cu's, the dK/dV and dQ ones (the dQ one
-    up to head dim 128) from bwd_sm90.cu where ``sm90``; ``perm``: those for plans with a node order."""
-    cfg = bwd_config(head_dim, tile, deterministic)
+    """The instantiations one backward configuration launches, by role: bwd.cu's (the dK/dV kernel, then the dQ
+    kernel where deterministic, else the conversion of its float32 atomics), or where ``sm90`` bwd_sm90.cu's one pass
+    and conversion (deterministic: fixed point, after bwd.cu's K and V bound); ``perm``: those for plans with a node
+    order."""
     T, D = f"maskattn::{ctype}", head_dim
     mask, p = f"maskattn::{mask_mode}", str(perm).lower()
-    names = {
-        "pre": f"maskattn::bwd_preprocess_kernel<{T}, {D}>",
-        "dkdv": (f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}, {str(not deterministic).lower()}>" if sm90 else
-                 f"maskattn::bwd_dkdv_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bm']}, {cfg['dsplit']}, "
-                 f"{str(not deterministic).lower()}, {p}>"),
-    }
+    names = {"pre": f"maskattn::bwd_preprocess_kernel<{T}, {D}>"}
+    if sm90:
+        fixed = str(deterministic).lower()
+        if deterministic:
+            names["bound"] = f"maskattn::bwd_kv_bound_kernel<{T}, {D}>"
+        names["dkdv"] = f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}, {fixed}>"
+        names["convert"] = f"maskattn::bwd_dq_convert_sm90_kernel<{T}, {D}, {fixed}>"
+        return names
+    cfg = bwd_config(head_dim, tile, deterministic)
+    names["dkdv"] = (f"maskattn::bwd_dkdv_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bm']}, {cfg['dsplit']}, "
+                     f"{str(not deterministic).lower()}, {p}>")
     if deterministic:
-        names["dq"] = (f"maskattn::bwd_dq_sm90_kernel<{T}, {D}, {mask}, {p}>" if _dq_sm90(D, sm90) else
-                       f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>")
+        names["dq"] = f"maskattn::bwd_dq_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bn']}, {p}>"
     else:
-        names["convert"] = f"maskattn::bwd_dq_convert_{'sm90_' if sm90 else ''}kernel<{T}, {D}>"
+        names["convert"] = f"maskattn::bwd_dq_convert_kernel<{T}, {D}>"
     return names
 
 
 def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool) -> dict:
     """Dynamic shared memory of each kernel a backward launches, by role (without the row tables of node orders)."""
-    dkdv, dq = bwd_smem_bytes(head_dim, tile, deterministic)
     if sm90:
-        dkdv = bwd_sm90_smem_bytes(head_dim, not deterministic)
-        dq = bwd_dq_sm90_smem_bytes(head_dim) if _dq_sm90(head_dim, sm90) else dq
+        return {"pre": 0, **({"bound": 0} if deterministic else {}), "dkdv": bwd_sm90_smem_bytes(head_dim),
+                "convert": 0}
+    dkdv, dq = bwd_smem_bytes(head_dim, tile, deterministic)
     return {"pre": 0, "dkdv": dkdv, **({"dq": dq} if deterministic else {"convert": 0})}
 
 
@@ -161,9 +152,9 @@ def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool) -> dict:
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
              device_id: int, sm90: bool = False, perm: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,
-    and with ``sm90`` the dK/dV and dQ kernels of bwd_sm90.cu through :func:`maskattn.sm90_function` (with
-    ``perm``, for a plan with a node order, the instantiations that follow it and the producers' row tables:
-    ``ROW_TABLE_BYTES`` more for the dQ kernel, ``dkdv_row_table_bytes`` for the dK/dV one)."""
+    and with ``sm90`` the dK/dV kernel and conversion of bwd_sm90.cu through :func:`maskattn.sm90_function` (with
+    ``perm``, for a plan with a node order, the instantiations that follow it and the producer's row table,
+    ``dkdv_row_table_bytes``)."""
     cupy = import_cupy()
     src = source_dir()
     names = kernel_names(ctype, head_dim, tile, mask_mode, deterministic, sm90, perm)
@@ -171,7 +162,7 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     from_bwd = {key: name for key, name in names.items() if key not in from_sm90}
     module = cupy.RawModule(code=kernel_source("bwd.cu"), options=nvrtc_options(src),
                             name_expressions=tuple(from_bwd.values()))
-    more = {"dkdv": dkdv_row_table_bytes(head_dim), "dq": ROW_TABLE_BYTES} if perm else {}
+    more = {"dkdv": dkdv_row_table_bytes(head_dim)} if perm else {}
     smem = {key: size + (more.get(key, 0) if key in from_sm90 else 0)
             for key, size in _smem_bytes(head_dim, tile, deterministic, sm90).items()}
     kernels = {}
@@ -202,8 +193,9 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
     lse : cupy.ndarray (B, H, n_q), float32
         The forward's natural-log LSE; -inf marks rows that see no key (any strides).
     deterministic : bool
-        True (default): dQ by its own kernel over the forward CSR, bit-identical from run to run. False: dQ summed with
-        float32 atomics by the dK/dV kernel (the order of the additions varies).
+        True (default): bit-identical from run to run: on Hopper dQ summed in fixed point by the one pass, elsewhere
+        by its own kernel over the forward CSR. False: dQ summed in float32 by the dK/dV kernel (the order of the
+        additions varies).
     dq, dk, dv : cupy.ndarray, optional
         Written in place (shapes of q, k, v, their dtype, any aligned strides); allocated when None.
 
@@ -255,18 +247,20 @@ def backward_launch(do, q, k, v, out, lse, plan: BlockMask, scale: float, dq, dk
 
 
 class _BackwardLaunch:
-    """One backward configuration, checked once: its kernels (preprocess, dK/dV, then dQ or the atomic dQ's
-    conversion), grids and every argument but the arrays, launched through ``Launcher``."""
+    """One backward configuration, checked once: its kernels ((fixed point) the K and V bound, preprocess, dK/dV, then
+    dQ or the accumulated dQ's conversion), grids and every argument but the arrays, launched through ``Launcher``."""
 
     def __init__(self, ctype, tile, scale, deterministic, plan, dims, st, lse_strides, device_id):
         cupy = import_cupy()
         B, H, Hk, n_q, n_k, head_dim = dims
         B_mask, H_mask = plan.shape[:2]
-        self.deterministic, self.device = deterministic, cupy.cuda.Device(device_id)
+        self.device = cupy.cuda.Device(device_id)
         with self.device:
             limit = smem_optin(device_id)
             sm90 = uses_sm90(head_dim, tile, device_id)
-            dq_sm90 = _dq_sm90(head_dim, sm90)
+            # dQ by its own pass (bwd.cu's deterministic kernels), else accumulated by the dK/dV kernel, in fixed
+            # point where deterministic (bwd_sm90.cu's)
+            self.sm90, self.dq_pass, self.fixed = sm90, deterministic and not sm90, deterministic and sm90
             need = max(_smem_bytes(head_dim, tile, deterministic, sm90).values())
             if need > limit:
                 raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
@@ -277,12 +271,16 @@ class _BackwardLaunch:
             dp = device_plan(plan)
             i32, i64, f32 = np.int32, np.int64, np.float32
             n_q_pad = plan.n_mblocks * tile[0]
-            # lse_log2 and delta, then (atomic dQ) the float32 dQ accumulator, zeroed before each launch
+            # lse_log2 and delta; without a dQ pass the dQ accumulator (bwd_sm90.cu's rows of whole 64-column blocks,
+            # garbage past head_dim) and, in fixed point, the K and V bounds after it (2 per batch and KV head), all
+            # zeroed before each launch, and the rows' exponents (a byte each)
             self.scratch_shapes = [(B * H, n_q_pad), (B * H, n_q_pad)]
-            if not deterministic:  # bwd_sm90.cu's rows of whole 64-column blocks (garbage past head_dim)
-                width = sw128_columns(head_dim) if sm90 else head_dim
-                self.scratch_shapes.append((B * H, n_q_pad, width))
-                self.accum_bytes = B * H * n_q_pad * width * 4
+            if not self.dq_pass:
+                self.accum_elements = B * H * n_q_pad * (sw128_columns(head_dim) if sm90 else head_dim)
+                self.accum_bytes = (self.accum_elements + (2 * B * Hk if self.fixed else 0)) * 4
+                self.scratch_shapes.append((self.accum_bytes // 4,))
+            if self.fixed:
+                self.scratch_shapes.append((B * H, n_q_pad // 4))
             group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
             # bwd_sm90.cu's tensor maps (tma.cuh): Q and dO in steps (sm90_step_rows), K and V in key blocks; plans
             # with a node order gather rows and take none
@@ -299,57 +297,67 @@ class _BackwardLaunch:
             scale_log2 = f32(scale * math.log2(math.e))
             strides = lambda *names: (i64(s) for name in names for s in st[name])  # noqa: E731
 
+            if self.fixed:
+                kernel, _ = kernels["bound"]
+                # arrays: k, v, kv_bound
+                self.bound = Launcher(kernel, (-(-n_k // _PRE_ROWS), B * Hk, 1), (_PRE_ROWS * 4, 1, 1), 0, 3,
+                                      (*strides("k", "v"), i32(Hk), i32(n_k)))
             kernel, _ = kernels["pre"]
-            # arrays: do, out, lse, lse_log2, delta
-            self.pre = Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 5, (
-                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(n_q), i32(n_q_pad), dp["perm"]))
+            # arrays: do, out, lse, lse_log2, delta, kv_bound, dq_exp (fixed point)
+            self.pre = Launcher(kernel, (-(-n_q_pad // _PRE_ROWS), B * H, 1), (_PRE_ROWS * 4, 1, 1), 0, 7, (
+                *strides("do", "out"), *(i64(s) for s in lse_strides), i32(H), i32(H // Hk), i32(n_q), i32(n_q_pad),
+                dp["perm"]))
             kernel, smem = kernels["dkdv"]
-            # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta
+            # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta, dq_exp
             self.dkdv = Launcher(
-                kernel, (B * Hk, plan.n_nblocks, 1), (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), smem, 9,
+                kernel, (B * Hk, plan.n_nblocks, 1), (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), smem, 10,
                 (*strides("q", "k", "v", "do", "dk", "dv"),
                  i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                  group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                  dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"], dp["n_levels"],
                  dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
                  scale_log2, f32(scale), *maps("q", "do", "k", "v")))
-            if deterministic:
+            if self.dq_pass:
                 kernel, smem = kernels["dq"]
                 # arrays: q, k, v, do, dq, lse_log2, delta
                 self.dq = Launcher(
-                    kernel, (B * H, plan.n_mblocks, 1), (_SM90_THREADS if dq_sm90 else cfg["dq_threads"], 1, 1), smem, 7,
+                    kernel, (B * H, plan.n_mblocks, 1), (cfg["dq_threads"], 1, 1), smem, 7,
                     (*strides("q", "k", "v", "do", "dq"),
                      i32(H), i32(H // Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                      group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                      dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"], dp["m_levels"],
                      dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
-                     scale_log2, f32(scale), *maps("k", "v", hopper=dq_sm90)))
+                     scale_log2, f32(scale)))
             else:
                 kernel, _ = kernels["convert"]
                 chunks = n_q * (head_dim // 8)
-                # arrays: dq_accum, dq
+                # arrays: dq_accum, (bwd_sm90.cu's) dq_exp, dq
                 self.convert = Launcher(
-                    kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 2,
+                    kernel, (-(-chunks // _CONVERT_THREADS), B * H, 1), (_CONVERT_THREADS, 1, 1), 0, 3 if sm90 else 2,
                     (*strides("dq"), i32(H), i32(n_q), i32(n_q_pad), f32(scale), dp["perm"]))
         self.plan = plan  # its device arrays must outlive the launchers
 
     def rebind(self, plan):
         """Run ``plan``, laid out as this launch's plan (``plans.rebind``), from now on."""
-        rebind([self.pre, self.dkdv, self.dq if self.deterministic else self.convert], self.plan, plan)
+        rebind([self.pre, self.dkdv, self.dq if self.dq_pass else self.convert], self.plan, plan)
         self.plan = plan
 
     def __call__(self, stream: int, do: int, q: int, k: int, v: int, out: int, lse: int, dq: int, dk: int, dv: int,
-                 lse_log2: int, delta: int, dq_accum: int = 0):
-        """Launch on ``stream`` over the arrays at these device addresses (dq_accum only for atomic dQ)."""
+                 lse_log2: int, delta: int, dq_accum: int = 0, dq_exp: int = 0):
+        """Launch on ``stream`` over the arrays at these device addresses (the scratch arrays of ``scratch_shapes``
+        after delta)."""
         with self.device:
             for name, address in (("q", q), ("do", do), ("k", k), ("v", v)):
                 if name in self.maps:
                     self.maps[name].point_at(address)
-            self.pre(stream, do, out, lse, lse_log2, delta)
-            if not self.deterministic:
+            if not self.dq_pass:
                 import_cupy().cuda.runtime.memsetAsync(dq_accum, 0, self.accum_bytes, stream)
-            self.dkdv(stream, q, k, v, do, dk, dv, dq_accum, lse_log2, delta)
-            if self.deterministic:
+            kv_bound = dq_accum + 4 * self.accum_elements if self.fixed else 0
+            if self.fixed:
+                self.bound(stream, k, v, kv_bound)
+            self.pre(stream, do, out, lse, lse_log2, delta, kv_bound, dq_exp)
+            self.dkdv(stream, q, k, v, do, dk, dv, dq_accum, lse_log2, delta, dq_exp)
+            if self.dq_pass:
                 self.dq(stream, q, k, v, do, dq, lse_log2, delta)
             else:
-                self.convert(stream, dq_accum, dq)
+                self.convert(stream, dq_accum, *((dq_exp,) if self.sm90 else ()), dq)
