@@ -6,10 +6,12 @@
 # Open leads (performance.md, 2026-11-27 late):
 # - O by the copy engine gained 1-2% on short rows (merged); the rest of the per-CTA gap to FA4 is the staging,
 #   barrier and LSE, or a persistent kernel for short-row plans;
-# - deterministic backward: branch dq-writer (a dQ writer thread with turns, tickets and dq_turns; correct) lost to
-#   the two passes because the consumers' handover to the writer costs the dense one pass 25%; what would be left to
-#   try is a second dQ staging buffer (room at D = 64 only) or the writer taking the chunk from the consumer's own
-#   issue (the consumer issues, the writer only orders the turns).
+# - the deterministic backward is the one pass in fixed point now (1.00-1.05x the default on dense D = 128); its
+#   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K (the CTA's KV head is
+#   fixed, so a consumer could take its columns' exponents once) would keep K's outlier channels from costing the
+#   other channels bits, if real models show rows where that matters; the mma.sync kernels (sm_80, sm_89) keep two
+#   passes, and the same integer reductions (red.global.add.s32) could make them one pass too, measured on the
+#   H100's MASKATTN_SM90=0 path first.
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
