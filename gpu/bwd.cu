@@ -64,6 +64,27 @@ namespace maskattn {
 constexpr int PRE_THREADS = 256;
 constexpr int PRE_ROWS = PRE_THREADS / 4;  // four threads per row
 
+// f(x0, x1, y0, y1) over this thread's part (of four) of two D-element rows, in pairs: the thread reads 16 bytes of
+// each row at chunks part, part + 4, ... of 8 elements.
+template <typename T, int D, typename F>
+__device__ __forceinline__ void for_row_pairs(const T* x_row, const T* y_row, int part, F&& f) {
+  static_assert(D % 32 == 0, "four threads of 16-byte chunks per row");
+#pragma unroll
+  for (int i = 0; i < D / 32; ++i) {
+    const int c = (part + 4 * i) * 8;
+    const uint4 x = *reinterpret_cast<const uint4*>(x_row + c);
+    const uint4 y = *reinterpret_cast<const uint4*>(y_row + c);
+    const unsigned xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      float x0, x1, y0, y1;
+      Unpack<T>::to_float2(xs[w], x0, x1);
+      Unpack<T>::to_float2(ys[w], y0, y1);
+      f(x0, x1, y0, y1);
+    }
+  }
+}
+
 // grid (ceil(n_k / PRE_ROWS), B * kv_heads): kv_bound[2 (b * kv_heads + h)] = max |K[b, h, j, d]| and [+ 1] = max
 // ||V[b, h, j]||, over the head's keys, as float bits (the fixed-point dQ's bound, dq_fixed_scale). kv_bound is zeroed
 // before: atomicMax on the bits of non-negative floats orders them as floats.
@@ -71,28 +92,15 @@ template <typename T, int D>
 __global__ void __launch_bounds__(PRE_THREADS) bwd_kv_bound_kernel(
     const T* __restrict__ k, const T* __restrict__ v, int* __restrict__ kv_bound, long long k_sb, long long k_sh,
     long long k_sn, long long v_sb, long long v_sh, long long v_sn, int kv_heads, int n_k) {
-  static_assert(D % 32 == 0, "four threads of 16-byte chunks per row");
   const int bh = blockIdx.y, b = bh / kv_heads, h = bh % kv_heads;
   const int row = blockIdx.x * PRE_ROWS + threadIdx.x / 4, part = threadIdx.x % 4;
   float k_max = 0.f, v_sq = 0.f;
   if (row < n_k) {
-    const T* gK = k + b * k_sb + h * k_sh + row * k_sn;
-    const T* gV = v + b * v_sb + h * v_sh + row * v_sn;
-#pragma unroll
-    for (int i = 0; i < D / 32; ++i) {
-      const int c = (part + 4 * i) * 8;
-      const uint4 x = *reinterpret_cast<const uint4*>(gK + c);
-      const uint4 y = *reinterpret_cast<const uint4*>(gV + c);
-      const unsigned xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        float x0, x1, y0, y1;
-        Unpack<T>::to_float2(xs[w], x0, x1);
-        Unpack<T>::to_float2(ys[w], y0, y1);
-        k_max = fmaxf(k_max, fmaxf(fabsf(x0), fabsf(x1)));
-        v_sq = fmaf(y0, y0, fmaf(y1, y1, v_sq));
-      }
-    }
+    for_row_pairs<T, D>(k + b * k_sb + h * k_sh + row * k_sn, v + b * v_sb + h * v_sh + row * v_sn, part,
+                        [&](float x0, float x1, float y0, float y1) {
+                          k_max = fmaxf(k_max, fmaxf(fabsf(x0), fabsf(x1)));
+                          v_sq = fmaf(y0, y0, fmaf(y1, y1, v_sq));
+                        });
   }
   v_sq += __shfl_xor_sync(0xffffffffu, v_sq, 1);
   v_sq += __shfl_xor_sync(0xffffffffu, v_sq, 2);
@@ -118,30 +126,17 @@ __global__ void __launch_bounds__(PRE_THREADS) bwd_preprocess_kernel(
     long long do_sh, long long do_sn, long long o_sb, long long o_sh, long long o_sn, long long lse_sb,
     long long lse_sh, long long lse_sn, int heads, int heads_per_kv, int n_q, int n_q_pad,
     const int* __restrict__ perm) {
-  static_assert(D % 32 == 0, "four threads of 16-byte chunks per row");
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const int row = blockIdx.x * PRE_ROWS + threadIdx.x / 4, part = threadIdx.x % 4;
   // lse_log2 and delta are in the plan's row order; do, o and lse in the caller's
   const long long token = row < n_q ? caller_token(perm, row) : 0;
   float sum = 0.f, sq = 0.f;  // dO . O and ||dO||^2
   if (row < n_q) {
-    const T* gdO = d_o + b * do_sb + h * do_sh + token * do_sn;
-    const T* gO = o + b * o_sb + h * o_sh + token * o_sn;
-#pragma unroll
-    for (int i = 0; i < D / 32; ++i) {
-      const int c = (part + 4 * i) * 8;
-      const uint4 x = *reinterpret_cast<const uint4*>(gdO + c);
-      const uint4 y = *reinterpret_cast<const uint4*>(gO + c);
-      const unsigned xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        float x0, x1, y0, y1;
-        Unpack<T>::to_float2(xs[w], x0, x1);
-        Unpack<T>::to_float2(ys[w], y0, y1);
-        sum = fmaf(x0, y0, fmaf(x1, y1, sum));
-        sq = fmaf(x0, x0, fmaf(x1, x1, sq));
-      }
-    }
+    for_row_pairs<T, D>(d_o + b * do_sb + h * do_sh + token * do_sn, o + b * o_sb + h * o_sh + token * o_sn, part,
+                        [&](float x0, float x1, float y0, float y1) {
+                          sum = fmaf(x0, y0, fmaf(x1, y1, sum));
+                          sq = fmaf(x0, x0, fmaf(x1, x1, sq));
+                        });
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
   sum += __shfl_xor_sync(0xffffffffu, sum, 2);
@@ -679,6 +674,7 @@ constexpr int INST_BN = (MASKATTN_BWD_BN) < INST_N ? (MASKATTN_BWD_BN) : INST_N;
 }  // namespace maskattn
 void* maskattn_bwd_instances[] = {
     reinterpret_cast<void*>(&maskattn::bwd_preprocess_kernel<maskattn::InstT, maskattn::INST_D>),
+    reinterpret_cast<void*>(&maskattn::bwd_kv_bound_kernel<maskattn::InstT, maskattn::INST_D>),
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_kernel<maskattn::InstT, maskattn::INST_D, maskattn::INST_M,
                                                        maskattn::INST_N, maskattn::MASKATTN_MASK, MASKATTN_BWD_BM,
                                                        MASKATTN_BWD_DSPLIT, false, MASKATTN_PERM>),
