@@ -1,12 +1,12 @@
 // Block-sparse flash-attention backward: dQ, dK, dV over the tiles a BlockMask lists, probabilities recomputed from
 // the forward's LSE.
 //
-// Four kernels, launched in this order by maskattn.backends.cuda.bwd (which launches the first two, and
-// bwd_kv_bound_kernel, before bwd_sm90.cu's one pass too):
+// Five kernels, launched in this order by maskattn.backends.cuda.bwd; the first two also run before bwd_sm90.cu's one
+// pass, and the first only there:
+//   bwd_kv_bound_kernel    for bwd_sm90.cu's fixed-point dQ: max |K| and max ||V_j|| per batch and KV head.
 //   bwd_preprocess_kernel  delta = rowsum(dO * O) and the LSE in log2 units (+inf on rows that see no key, so their
 //                          probabilities come out 0), both float32 over rows padded to whole query blocks; for
-//                          bwd_sm90.cu's fixed-point dQ also each row's exponent, from bwd_kv_bound_kernel's bound of
-//                          K and V (launched before it).
+//                          bwd_sm90.cu's fixed-point dQ also each row's exponent, from the bound of K and V.
 //   bwd_dkdv_kernel        FlashMask's column-parallel pass: one CTA per (key block, KV head, batch) walks the
 //                          plan's backward CSR for every query head of its GQA group, so dK and dV are summed in
 //                          registers without atomics. Warp w owns the 16 keys 16 (w % (TILE_N / 16)) of the block and
@@ -86,7 +86,7 @@ __device__ __forceinline__ void for_row_pairs(const T* x_row, const T* y_row, in
 }
 
 // grid (ceil(n_k / PRE_ROWS), B * kv_heads): kv_bound[2 (b * kv_heads + h)] = max |K[b, h, j, d]| and [+ 1] = max
-// ||V[b, h, j]||, over the head's keys, as float bits (the fixed-point dQ's bound, dq_fixed_scale). kv_bound is zeroed
+// ||V[b, h, j]||, over the head's keys, as float bits (the fixed-point dQ's bound, dq_fixed_exponent). kv_bound is zeroed
 // before: atomicMax on the bits of non-negative floats orders them as floats.
 template <typename T, int D>
 __global__ void __launch_bounds__(PRE_THREADS) bwd_kv_bound_kernel(

@@ -184,14 +184,30 @@ struct DqChunk {
   }
 };
 
-// the elements of the dQ accumulator: float32, or (FIXED) 32-bit integers
+// The elements of the dQ accumulator: float32, or (FIXED) 32-bit integers, each row's values times its 2^e
+// (bwd_common.cuh's dq_fixed_exponent). staged: a fragment's four values as the consumers stage them (rows scaled by
+// to_fixed.x, to_fixed.y); value2: two adjacent elements back as floats, still scaled.
 template <bool FIXED>
 struct DqElement {
   using type = float;
+  using vec4 = float4;
+  static __device__ __forceinline__ vec4 staged(const float (&a)[4], float2) {
+    return make_float4(a[0], a[1], a[2], a[3]);
+  }
+  static __device__ __forceinline__ float2 value2(const float* p) { return *reinterpret_cast<const float2*>(p); }
 };
 template <>
 struct DqElement<true> {
   using type = int;
+  using vec4 = int4;
+  static __device__ __forceinline__ vec4 staged(const float (&a)[4], float2 to_fixed) {
+    return make_int4(__float2int_rn(a[0] * to_fixed.x), __float2int_rn(a[1] * to_fixed.x),
+                     __float2int_rn(a[2] * to_fixed.y), __float2int_rn(a[3] * to_fixed.y));
+  }
+  static __device__ __forceinline__ float2 value2(const int* p) {
+    const int2 x = *reinterpret_cast<const int2*>(p);
+    return make_float2((float)x.x, (float)x.y);
+  }
 };
 
 }  // namespace sm90_bwd
@@ -211,7 +227,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
   using namespace sm90_bwd;
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
-  using DqAcc = typename DqElement<FIXED>::type;
+  using Dq = DqElement<FIXED>;
   constexpr bool W = WIDE<D>;
   constexpr int KB = KEY_BLOCK<D>;       // keys of the CTA
   constexpr int DS = SW128_COLUMNS<D>;   // columns of the shared tiles, and of dQ's products
@@ -610,15 +626,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       }
 #pragma unroll
       for (int j = 0; j < DQ_FRAGMENTS; ++j) {
-        float4* staged = reinterpret_cast<float4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
-        if constexpr (FIXED) {
-          reinterpret_cast<int4*>(staged)[128 * (j % PIECE_FRAGMENTS) + ctid] =
-              make_int4(__float2int_rn(acc_dq[j][0] * to_fixed.x), __float2int_rn(acc_dq[j][1] * to_fixed.x),
-                        __float2int_rn(acc_dq[j][2] * to_fixed.y), __float2int_rn(acc_dq[j][3] * to_fixed.y));
-        } else {
-          staged[128 * (j % PIECE_FRAGMENTS) + ctid] =
-              make_float4(acc_dq[j][0], acc_dq[j][1], acc_dq[j][2], acc_dq[j][3]);
-        }
+        auto* staged = reinterpret_cast<typename Dq::vec4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
+        staged[128 * (j % PIECE_FRAGMENTS) + ctid] = Dq::staged(acc_dq[j], to_fixed);
       }
       fence_proxy_async();
       named_barrier_sync(1 + consumer, 128);
@@ -626,7 +635,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         const long long chunk = DqChunk<DQ_COLUMNS<D>>::offset(2ll * here.y + consumer, 0, 0);
 #pragma unroll
         for (int piece = 0; piece < PIECES; ++piece) {
-          bulk_reduce_add(reinterpret_cast<DqAcc*>(dq_accum) + chunk + piece * (PIECE_BYTES / 4),
+          bulk_reduce_add(reinterpret_cast<typename Dq::type*>(dq_accum) + chunk + piece * (PIECE_BYTES / 4),
                           staging(stage, piece), PIECE_BYTES);
         }
         bulk_commit();
@@ -700,16 +709,11 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
   const int2 at = DQ_BY_ROWS<D> ? make_int2(row % BM / 64, col) : HalfColumns<DS>::of(col);
   const long long src = DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
   const float unit = FIXED ? scale * exp2_int(-dq_exp[(long long)bh * n_q_pad + row]) : scale;
+  using Dq = DqElement<FIXED>;
   unsigned packed[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 values on
-    float2 x;
-    if constexpr (FIXED) {
-      const int2 fixed = *reinterpret_cast<const int2*>(reinterpret_cast<const int*>(dq_accum) + src + 4 * t);
-      x = make_float2((float)fixed.x, (float)fixed.y);
-    } else {
-      x = *reinterpret_cast<const float2*>(dq_accum + src + 4 * t);
-    }
+    const float2 x = Dq::value2(reinterpret_cast<const typename Dq::type*>(dq_accum) + src + 4 * t);
     packed[t] = Dtype<T>::pack(x.x * unit, x.y * unit);
   }
   *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + caller_token(perm, row) * dq_sn + col) =
