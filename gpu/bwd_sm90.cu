@@ -13,8 +13,9 @@
 //   Plans without a node order: one thread and the copy engine (tensor maps for the tiles, bulk copies for the row
 //   values and a partial bit tile's rows), each stage counted in bytes on its "full" mbarrier, so the producer never
 //   waits for its copies.
-//   Plans with one: cp.async gathers by the warpgroup, one group per step, announced one group behind. A stage is
-//   refilled after its "empty" mbarrier says both consumers are done with it.
+//   Plans with one: cp.async gathers by the warpgroup, each step announced by the copying threads' arrivals once
+//   their copies land (cp_async_arrive), so the producer does not wait for them either; the consumers fence them for
+//   wgmma after the wait. A stage is refilled after its "empty" mbarrier says both consumers are done with it.
 // - warpgroups 1 and 2 consume, 64 keys each: S^T = K Q^T and dP^T = V dO^T (wgmma m64nBMk16, both operands in
 //   shared memory, K-major), so a warp's part of each accumulator is the m16n8 fragment of bwd_common.cuh's *_t
 //   mask helpers (keys in rows, queries in columns); P^T = exp2(S^T scale_log2 - LSE) and dS^T = P^T (dP^T - delta)
@@ -279,10 +280,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
 
   if (tid == 0) {
     // the copy engine's stages are announced by one arrival (with the bytes they wait for), cp.async ones by the 128
-    // copying threads
+    // copying threads' cp_async_arrive, and a step's by thread 0's arrival too, after it wrote the step's description
     mbarrier_init(barrier(KV_FULL), PERM ? 128 : 1);
     for (int s = 0; s < 2; ++s) {
-      mbarrier_init(barrier(FULL + s), PERM ? 128 : 1);
+      mbarrier_init(barrier(FULL + s), PERM ? 129 : 1);
       // every consumer thread: each read the stage (LSE, delta, the step) with ordinary loads, which a release by
       // one lane per warp orders only through __syncwarp (compute-sanitizer's racecheck does not follow that)
       mbarrier_init(barrier(EMPTY + s), 256);
@@ -320,33 +321,29 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     const int4 end_of_walk = make_int4(-1, 0, 0, 0);
     // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound
     auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
-    if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup
+    if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup, which never waits
+      // for its copies either (cp_async_arrive); the consumers fence them after their waits
       load_rows_sw128_async<KB, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0},
                                             n_k - key0, tid);
       load_rows_sw128_async<KB, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0},
                                             n_k - key0, tid);
-      cp_async_commit();
-      // the group committed last lands, is fenced for wgmma and announced while the next one is in flight
-      auto announce_previous = [&](int bar) {
-        cp_async_wait<1>();
-        fence_proxy_async();
-        mbarrier_arrive(barrier(bar));
-      };
+      cp_async_arrive(barrier(KV_FULL));
       int* row_table = reinterpret_cast<int*>(generic(bars + 96));  // producer_rows of the query steps
-      int pending = KV_FULL;
 #pragma unroll 1
       for (int i = 0;; ++i) {
         const int stage = i & 1;
-        if (i >= 2) mbarrier_wait(barrier(EMPTY + stage), ((i >> 1) & 1) ^ 1);  // the release of step i - 2
+        // the walk and the step's rows are looked up before the wait for the stage, so that their latency hides
+        // behind it
         const bool have = advance();
+        const int h = h_first + head;
+        const int row0 = m_block * TILE_M + step * BM;
+        const int* rows = have ? producer_rows<BM>(row_table, stage, perm, row0, n_q - row0, tid) : nullptr;
+        if (i >= 2) mbarrier_wait(barrier(EMPTY + stage), ((i >> 1) & 1) ^ 1);  // the release of step i - 2
         if (have) {
-          const int h = h_first + head;
-          const int row0 = m_block * TILE_M + step * BM;
-          const int* rows = producer_rows<BM>(row_table, stage, perm, row0, n_q - row0, tid);
-          load_rows_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh, TableRows{rows, row0, q_sn},
+          load_rows_sw128_async<BM, D, 128>(sQ + stage * STEP, q + b * q_sb + h * q_sh, TableRows{rows, (int)q_sn},
                                             n_q - row0, tid);
           load_rows_sw128_async<BM, D, 128>(sdO + stage * STEP, d_o + b * do_sb + h * do_sh,
-                                            TableRows{rows, row0, do_sn}, n_q - row0, tid);
+                                            TableRows{rows, (int)do_sn}, n_q - row0, tid);
           const long long values = row_values(row0);
           if (tid < BM / 4) {
             cp_async_16(sRows + (stage * BM + tid * 4) * 4, lse_log2 + values + tid * 4, true);
@@ -367,14 +364,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         } else if (tid == 0) {
           steps[stage] = end_of_walk;
         }
-        cp_async_commit();
-        announce_previous(pending);
-        pending = FULL + stage;
+        cp_async_arrive(barrier(FULL + stage));
+        if (tid == 0) mbarrier_arrive(barrier(FULL + stage));  // releases its write of steps[stage]
         if (!have) break;
       }
-      cp_async_wait<0>();
-      fence_proxy_async();
-      mbarrier_arrive(barrier(pending));
+      cp_async_wait_all();  // the copying threads stay until their copies have landed
     } else if (tid == 0) {  // tiles of consecutive rows: the copy engine, one thread, which never waits for its copies
       mbarrier_arrive_expect_tx(barrier(KV_FULL), 2 * KV);
       tma_load_tile<KB, D>(sK, &k_map, key0, kv_head, b, barrier(KV_FULL));
@@ -482,8 +476,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const float* delta_s = lse_s + 2 * BM;
   int ds_turn = 0;  // steps that wrote dS^T so far: its buffers (and P^T's) alternate
   // DQ_IN_STEP: the stage whose tiles the last dQ reductions read, released once they have: in the next step, under
-  // its S^T and dP^T products, but with a node order before the wait for that step, since the cp.async producer
-  // announces a step only once it has issued the one after, into the held stage; -1: none
+  // its S^T and dP^T products; -1: none
   int held = -1;
   auto release_held = [&]() {
     if (IN_STEP && held >= 0) {
@@ -497,8 +490,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
 #pragma unroll 1
   for (int i = 0;; ++i) {
     const int stage = i & 1;
-    if constexpr (PERM) release_held();
     mbarrier_wait(barrier(FULL + stage), (i >> 1) & 1);
+    if constexpr (PERM) fence_proxy_async();  // gathered tiles (K and V's too) are fenced by their readers
     const int4 here = steps[stage];
     if (here.x < 0) break;
     const int row0 = here.x, group = here.z, payload = here.w;

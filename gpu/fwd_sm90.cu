@@ -169,10 +169,20 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
       cp_async_commit();
     };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
-      load_q_rows();
+      int* row_table = reinterpret_cast<int*>(smem + (bars + 128 - smem_raw));
+      // a head's tokens (at most 128 of them) are looked up once, into the table's second slot (the first K tile
+      // takes the first, and the second K tile's lookup follows the first's barrier)
+      constexpr int Q_TABLE = TILE_M <= 128 ? TILE_M : 0;
+      if (Q_TABLE > 0 && pack == 1) {
+        const int* table = producer_rows<Q_TABLE>(row_table, 1, perm, row0, rows - row0, tid);
+        load_rows_sw128_async<Q_TABLE, D, 128>(sQ, q + b * q_sb + h * q_sh, TableRows{table, (int)q_sn},
+                                               rows - row0, tid);
+      } else {
+        load_q_rows();
+      }
+      cp_async_arrive(barrier(Q_FULL));
       produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
-                                   k_sn, v_sn, perm, reinterpret_cast<int*>(smem + (bars + 128 - smem_raw)),
-                                   col_idx + e_begin, n_entries, n_k, tid, payload);
+                                   k_sn, v_sn, perm, row_table, col_idx + e_begin, n_entries, n_k, tid, payload);
     } else {  // tiles of consecutive rows: the copy engine, one thread, and Q_FULL's one arrival
       if (pack == 1) {  // Q's rows are a head's tokens: its tile by the copy engine too, in flight beside K's
         if (tid == 0) {
@@ -269,12 +279,19 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   auto take_turn = [&]() { named_barrier_sync(TURN_BARRIER + consumer, 256); };
   auto pass_turn = [&]() { named_barrier_arrive(TURN_BARRIER + (consumer + 1) % CONSUMERS, 256); };
 
+  // gathered tiles (a node order) are announced by cp_async_arrive, unfenced: fenced here for the products once
+  // their waits (Q's included) have passed
+  auto fence_gathered = [&]() {
+    if constexpr (PERM) fence_proxy_async();
+  };
+
   mbarrier_wait(barrier(Q_FULL), 0);
   if (n_entries > 0) {
     float rescale[2];
     Entry entry = read_entry(e_begin);
     if (consumer == CONSUMERS - 1) pass_turn();
     mbarrier_wait(barrier(K_FULL), 0);
+    fence_gathered();
     take_turn();
     issue_scores(0);
     pass_turn();
@@ -288,6 +305,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
       entry = read_entry(e_begin + i);
       mbarrier_wait(barrier(K_FULL + stage), (i >> 1) & 1);
       mbarrier_wait(barrier(V_FULL + prev), ((i - 1) >> 1) & 1);
+      fence_gathered();
       take_turn();
       issue_scores(stage);
       issue_pv(prev);
@@ -317,6 +335,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     }
     const int last = (n_entries - 1) & 1;
     mbarrier_wait(barrier(V_FULL + last), ((n_entries - 1) >> 1) & 1);
+    fence_gathered();
     take_turn();
     issue_pv(last);
     pass_turn();

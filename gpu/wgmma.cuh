@@ -73,7 +73,8 @@ __device__ __forceinline__ void pin_registers(unsigned (&r)[N][4]) {
   }
 }
 
-// Orders this thread's ordinary shared-memory writes (cp.async included) before later async-proxy reads (wgmma).
+// Orders this thread's ordinary shared-memory writes (cp.async included) before later async-proxy reads (wgmma); a
+// thread that waited on a barrier for other threads' cp.async copies (cp_async_arrive) fences them so for itself.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 __device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned arrivals) {
@@ -87,6 +88,13 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
 // `count` arrivals at once (sm_90).
 __device__ __forceinline__ void mbarrier_arrive(unsigned bar, unsigned count) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// One arrival on the barrier once every cp.async this thread has issued so far has landed; the thread goes on at
+// once (.noinc: the arrival is one of the barrier's expected count). Copies so announced were not fenced for the
+// async proxy by the copying thread: the threads that wait for them and read them by wgmma fence them first.
+__device__ __forceinline__ void cp_async_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
 // Blocks until the phase of parity `parity` of the barrier has completed.
@@ -123,10 +131,17 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 }
 
 // Start copying rows [0, ROWS) of a global tile (D contiguous elements a row; row r starts row_offset(r) elements
-// past g_tile) into a swizzled shared tile at shared address s_tile; rows >= rows_valid are zero-filled. THREADS
-// threads share the copy. Where a pass of the threads covers whole rows and a multiple of 8 of them (D = 64 and 128
-// with 128 threads), each thread keeps one chunk column and one row phase of the swizzle, so its shared offset only
-// advances by whole rows; otherwise (D = 192, 256) each 16-byte chunk's place is computed.
+// past g_tile) into a swizzled shared tile at shared address s_tile; rows >= rows_valid (at least 1) are zero-filled,
+// their copies pointed at row 0 (so row_offset is evaluated for valid rows only, without a branch), or at their own
+// row where row_offset serves every row of the tile (ServesEveryRow: a row table). THREADS threads
+// share the copy. Where a pass of the threads covers whole rows and a multiple of 8 of them (D = 64 and 128 with 128
+// threads), each thread keeps one chunk column and one row phase of the swizzle, so its shared offset only advances
+// by whole rows; otherwise (D = 192, 256) each 16-byte chunk's place is computed.
+template <typename RowOffset>
+struct ServesEveryRow {
+  static constexpr bool value = false;
+};
+
 template <int ROWS, int D, int THREADS, typename T, typename RowOffset>
 __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* g_tile, RowOffset row_offset,
                                                       int rows_valid, int tid) {
@@ -139,7 +154,8 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
     for (int i = 0; i < ROWS / STEP; ++i) {
       const int r = r0 + i * STEP;
       const bool valid = r < rows_valid;
-      cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + (valid ? row_offset(r) + c * 8 : 0), valid);
+      const int src = ServesEveryRow<RowOffset>::value || valid ? r : 0;
+      cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + row_offset(src) + c * 8, valid);
     }
   } else {
     static_assert(ROWS * CHUNKS % THREADS == 0, "whole passes");
@@ -147,7 +163,8 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
     for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
       const int idx = tid + i * THREADS, r = idx / CHUNKS, c = idx % CHUNKS;
       const bool valid = r < rows_valid;
-      cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + (valid ? row_offset(r) + c * 8 : 0), valid);
+      const int src = ServesEveryRow<RowOffset>::value || valid ? r : 0;
+      cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + row_offset(src) + c * 8, valid);
     }
   }
 }
@@ -160,28 +177,34 @@ constexpr int PRODUCER_BARRIER = 5;
 // memory for the table slowed those launches of every Hopper kernel by about half (H100, 2026-11-22).
 constexpr int ROW_TABLE_BYTES = 2 * 128 * 4;
 
-// Row r of a tile that starts at row0 (rows s_n elements apart): in the caller's order from a table of the tile's
-// caller rows (producer_rows below), or row0 + r without a permutation (table null).
+// Row r of a tile gathered through a table of its caller rows (producer_rows below), rows s_n elements apart: a
+// 32-bit stride, so that each row's offset is one wide multiply (launches over plans with a node order check that
+// their row strides fit: launch.py's element_strides).
 struct TableRows {
   const int* table;
-  int row0;
-  long long s_n;
+  int s_n;
   __device__ __forceinline__ long long operator()(int r) const {
-    return (table == nullptr ? (long long)(row0 + r) : (long long)table[r]) * s_n;
+    long long offset;  // mul.wide by hand: the compilers turn (long long)table[r] * s_n into a 64-bit product
+    asm("mul.wide.s32 %0, %1, %2;" : "=l"(offset) : "r"(table[r]), "r"(s_n));
+    return offset;
   }
+};
+
+template <>
+struct ServesEveryRow<TableRows> {  // producer_rows fills every row of the table
+  static constexpr bool value = true;
 };
 
 // The caller rows (common.cuh's caller_token) of rows [row0, row0 + ROWS) of the plan's order, for a tile the
 // producer warpgroup (tid < 128) is about to copy: one coalesced lookup per tile, not one dependent load per copied
-// chunk (that cost graph plans twice the kernel time). The first ROWS threads each fill one entry of slot `slot` of
-// `table` (two slots of ROWS ints, used in turn: a thread refills a slot only after every producer thread has
-// passed the barrier after the slot's previous tile, so has finished reading it; `table` is the ROW_TABLE_BYTES
-// after the kernel's layout). Null without a permutation.
+// chunk (that cost graph plans twice the kernel time); rows past rows_valid get caller row 0. The first ROWS threads
+// each fill one entry of slot `slot` of `table` (two slots of ROWS ints, used in turn: a thread refills a slot only
+// after every producer thread has passed the barrier after the slot's previous tile, so has finished reading it;
+// `table` is the ROW_TABLE_BYTES after the kernel's layout).
 template <int ROWS>
 __device__ __forceinline__ const int* producer_rows(int* table, int slot, const int* perm, int row0, int rows_valid,
                                                     int tid) {
   static_assert(ROWS <= 128 && 2 * ROWS * 4 <= ROW_TABLE_BYTES, "one entry per producer thread");
-  if (perm == nullptr) return nullptr;
   int* rows = table + slot * ROWS;
   if (tid < ROWS) rows[tid] = tid < rows_valid ? __ldg(perm + row0 + tid) : 0;
   named_barrier_sync(PRODUCER_BARRIER, 128);
@@ -345,12 +368,12 @@ struct PayloadStages {
   }
 };
 
-// The producer warpgroup (tid < 128), after committing the query side's cp.async group: key blocks
-// blocks[0 .. n_entries) of gK and gV (rows k_sn and v_sn elements apart, in the plan's order through perm, looked
-// up once per key block by producer_rows; keys >= n_k zero-filled). Each tile is
-// one cp.async group; once a group has landed (waited one group behind, so two are in flight) the copying threads
-// fence it for the async proxy and arrive on its barrier. A stage is refilled after its release. A partial entry's
-// payload (PayloadStages) is copied in its K tile's group.
+// The producer warpgroup (tid < 128), after announcing the query side: key blocks blocks[0 .. n_entries) of gK and
+// gV (rows k_sn and v_sn elements apart, in the plan's order through perm, looked up once per key block by
+// producer_rows before the wait for the stage; keys >= n_k zero-filled). Each tile is announced on its barrier by
+// every copying thread's cp_async_arrive, so the producer never waits for its copies, only for a stage's release
+// before refilling it (as the copy engine's produce_kv_stages_tma); the consumers fence each tile after its wait. A
+// partial entry's payload (PayloadStages) is copied with its K tile.
 template <int TILE_N, int D, typename T, typename Payload = NoPayload>
 __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
                                                   long long k_sn, long long v_sn, const int* perm, int* row_table,
@@ -358,21 +381,15 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
                                                   const Payload& payload = Payload{}) {
   using namespace kv_stages;
   constexpr int TILE = TILE_N * SW128_COLUMNS<D> * 2;
-  auto announce_previous = [&](int bar) {
-    cp_async_wait<1>();
-    fence_proxy_async();
-    mbarrier_arrive(bars + 8 * bar);
-  };
-  int pending = Q_FULL;
 #pragma unroll 1
   for (int i = 0; i < n_entries; ++i) {
     const int n_block = blocks[i];
     const int stage = i & 1;
     const unsigned released = ((i >> 1) & 1) ^ 1;  // parity of the release of block i - 2
     const int key0 = n_block * TILE_N;
-    if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
     const int* rows = producer_rows<TILE_N>(row_table, stage, perm, key0, n_k - key0, tid);
-    load_rows_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK, TableRows{rows, key0, k_sn}, n_k - key0, tid);
+    if (i >= 2) mbarrier_wait(bars + 8 * (K_EMPTY + stage), released);
+    load_rows_sw128_async<TILE_N, D, 128>(sK + stage * TILE, gK, TableRows{rows, (int)k_sn}, n_k - key0, tid);
     typename Payload::Copy copies[2];
     const int n_copies = payload.copies(payload.read(i), n_block, stage, copies);
     for (int c = 0; c < n_copies; ++c) {
@@ -380,17 +397,12 @@ __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, un
         cp_async_16(copies[c].dst + at, static_cast<const unsigned char*>(copies[c].src) + at, true);
       }
     }
-    cp_async_commit();
-    announce_previous(pending);
+    cp_async_arrive(bars + 8 * (K_FULL + stage));
     if (i >= 2) mbarrier_wait(bars + 8 * (V_EMPTY + stage), released);
-    load_rows_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV, TableRows{rows, key0, v_sn}, n_k - key0, tid);
-    cp_async_commit();
-    announce_previous(K_FULL + stage);
-    pending = V_FULL + stage;
+    load_rows_sw128_async<TILE_N, D, 128>(sV + stage * TILE, gV, TableRows{rows, (int)v_sn}, n_k - key0, tid);
+    cp_async_arrive(bars + 8 * (V_FULL + stage));
   }
-  cp_async_wait<0>();
-  fence_proxy_async();
-  mbarrier_arrive(bars + 8 * pending);
+  cp_async_wait_all();  // the copying threads stay until their copies have landed
 }
 
 // A warp's m16n8 accumulator fragments (rows top and top + 8 of the tile, columns 8 (chunk0 + j) + 2 (lane % 4)

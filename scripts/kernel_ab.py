@@ -42,9 +42,12 @@ FORWARD = [
     ("full", 8192, 16, 256),
     ("bigbird", 16384, 16, 128),
     ("shared_question", 16384, 16, 128),
+    ("graph_rcm", 16384, 16, 128),  # plans with a node order: rows gathered through perm
+    ("graph_rcm", 8192, 32, 64),
+    ("lf_dilated", 16384, 16, 128),
 ]
 BACKWARD = FORWARD[:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128),
-                          ("shared_question", 16384, 16, 128), ("graph_rcm", 16384, 16, 128)]
+                          ("shared_question", 16384, 16, 128)] + FORWARD[-3:]
 
 
 def time_cases(backward: bool, only: str, every_deterministic: bool = False) -> dict:

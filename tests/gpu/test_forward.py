@@ -235,3 +235,11 @@ def test_rejects_bad_inputs():
         cuda.forward(q[:, :, :128], q, q, plan, 0.125)
     with pytest.raises(ValueError, match="scale"):
         cuda.forward(q, q, q, plan, 0.0)
+    # plans with a node order gather rows with 32-bit strides (a view, never read: the launch refuses it first)
+    graph_plan = compile_mask(masks.longformer(256, 20, dilation=2), tile=cuda.tile_for(64, dtype))
+    far = cp.lib.stride_tricks.as_strided(q, (1, 2, 256, 64), (16, 16, 2 ** 31 * q.itemsize, q.itemsize))
+    for args in ((far, q, q), (q, far, q)):
+        with pytest.raises(ValueError, match="row stride is 2147483648 elements"):
+            cuda.forward(*args, graph_plan, 0.125)
+    with pytest.raises(ValueError, match="row stride"):
+        cuda.backward(q, q, q, q, q, cp.zeros((1, 2, 256), cp.float32), graph_plan, 0.125, dq=far)

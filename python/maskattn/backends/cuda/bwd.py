@@ -240,9 +240,9 @@ def backward_launch(do, q, k, v, out, lse, plan: BlockMask, scale: float, dq, dk
     if lse.device.id != q.device.id:
         raise ValueError(f"lse is on device {lse.device.id}; q is on device {q.device.id}")
     return _BackwardLaunch(ctype, tile, scale, bool(deterministic), plan, (B, H, Hk, n_q, n_k, head_dim),
-                           {name: element_strides(x, name) for name, x in (("do", do), ("q", q), ("k", k), ("v", v),
-                                                                          ("out", out), ("dq", dq), ("dk", dk),
-                                                                          ("dv", dv))},
+                           {name: element_strides(x, name, plan.perm is not None)
+                            for name, x in (("do", do), ("q", q), ("k", k), ("v", v), ("out", out), ("dq", dq),
+                                            ("dk", dk), ("dv", dv))},
                            tuple(s // 4 for s in lse.strides), q.device.id)
 
 

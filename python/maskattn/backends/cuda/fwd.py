@@ -167,7 +167,8 @@ class _ForwardLaunch:
             if not 1 <= self.num_splits <= MAX_SPLITS:
                 raise ValueError(f"num_splits must lie in [1, {MAX_SPLITS}]; got {num_splits}")
             out_like = cupy.empty(q.shape, dtype=q.dtype) if out is None else out
-            strides = [element_strides(x, name) for name, x in (("q", q), ("k", k), ("v", v), ("out", out_like))]
+            strides = [element_strides(x, name, plan.perm is not None)
+                       for name, x in (("q", q), ("k", k), ("v", v), ("out", out_like))]
             dp = device_plan(plan)
         self.out_shape, self.dtype = q.shape, q.dtype
         self.lse_shape = (B, H, n_q)

@@ -14,8 +14,10 @@ from ...plan import BlockMask
 from .kernels import check_head_dim, forward_only_tiles, import_cupy, kernel_type, tile_for
 
 
-def element_strides(x, name: str) -> tuple[int, int, int]:
-    """Batch, head and row strides of a (B, H, n, D) CuPy view in elements, after the checks cp.async needs."""
+def element_strides(x, name: str, gathered: bool = False) -> tuple[int, int, int]:
+    """Batch, head and row strides of a (B, H, n, D) CuPy view in elements, after the checks cp.async needs;
+    ``gathered``: the rows are gathered through a plan's node order, whose row offsets the Hopper kernels compute
+    with a 32-bit stride."""
     item = x.dtype.itemsize
     if x.strides[3] != item:
         raise ValueError(f"{name} must be contiguous in its last dimension; got strides {x.strides} (bytes)")
@@ -24,7 +26,11 @@ def element_strides(x, name: str) -> tuple[int, int, int]:
     for axis, s in zip("bhn", x.strides[:3]):
         if s % 16:
             raise ValueError(f"{name}'s {axis} stride is {s} bytes; strides must be multiples of 16 bytes")
-    return tuple(s // item for s in x.strides[:3])
+    strides = tuple(s // item for s in x.strides[:3])
+    if gathered and strides[2] >= 2 ** 31:
+        raise ValueError(f"{name}'s row stride is {strides[2]} elements; plans with a node order (perm) gather rows "
+                         f"with strides below 2**31 elements: pass a contiguous copy")
+    return strides
 
 
 def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, forward: bool = False, **more):
