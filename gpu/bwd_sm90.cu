@@ -87,10 +87,10 @@ template <int D>
 constexpr bool WIDE = D > 128;
 template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
-// dK/dV kernel: registers of the producer (one thread's walk for the copy engine; cp.async addressing and the walk of
-// 128 threads for perm plans: 40 spill 24 bytes at D = 128, which the consumers need) and of the consumers (dK and dV
-// accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), dQ's part, 32 (64
-// wide)). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three budgets
+// dK/dV kernel: registers of the producer (one thread's walk for the copy engine; for perm plans the cp.async
+// addressing and the walk of 128 threads: 40, with which only D = 256 with fixed-point dQ and bit tiles spills, 8
+// bytes) and of the consumers (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at
+// D <= 64, 16 + 16 wide), dQ's part, 32 (64 wide)). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three budgets
 // must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
 template <bool PERM>
 constexpr int PRODUCER_REGS = PERM ? 40 : 24;
@@ -278,6 +278,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     return Where{b, kv_head, h_first, n_block, n_block * KB};
   };
 
+  // with a node order: producer_rows of the query steps (two slots of BM rows), then the epilogue's key rows
+  int* const row_table = reinterpret_cast<int*>(generic(bars + 96));
+  static_assert(2 * BM >= KB, "the key rows fit the row table");
+
   if (tid == 0) {
     // the copy engine's stages are announced by one arrival (with the bytes they wait for), cp.async ones by the 128
     // copying threads' cp_async_arrive, and a step's by thread 0's arrival too, after it wrote the step's description
@@ -328,7 +332,6 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       load_rows_sw128_async<KB, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0},
                                             n_k - key0, tid);
       cp_async_arrive(barrier(KV_FULL));
-      int* row_table = reinterpret_cast<int*>(generic(bars + 96));  // producer_rows of the query steps
 #pragma unroll 1
       for (int i = 0;; ++i) {
         const int stage = i & 1;
@@ -653,17 +656,29 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // row reads), then 16-byte stores. Up to D = 128 each consumer writes and stores its own rows; wide ones their
   // columns of every row, then consumer 0 stores dK and consumer 1 dV. Every wgmma reading sK or sV must have
   // completed: the other consumer's too where they read all of K (dQ's product, wide S^T and dP^T).
+  // With a node order the block's key rows are looked up once each, into the row table (the producer has finished
+  // with it: the walk's end was announced after its last lookup), not once a stored chunk.
   unsigned char* sdK = generic(sK);
   unsigned char* sdV = generic(sV);
+  if constexpr (PERM) {
+    const int t = tid - 128;
+    if (t < KB) row_table[t] = t < n_k - key0 ? caller_token(perm, key0 + t) : 0;
+  }
   named_barrier_sync(DS_READY, 256);
+  // where the block's key r goes in dK (dV: dv_sn)
+  auto key_rows = [&](long long s_n) {
+    if constexpr (PERM) {
+      return TableRows{row_table, (int)s_n};
+    } else {
+      return TokenRows{perm, s_n, key0};
+    }
+  };
   if constexpr (!W) {
     store_fragments_sw128<KB, T>(sdK, acc_dk, tile_key, lane, scale, scale);
     store_fragments_sw128<KB, T>(sdV, acc_dv, tile_key, lane, 1.f, 1.f);
     named_barrier_sync(1 + consumer, 128);
-    store_rows_sw128<KB, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, key_lo, n_k - key0,
-                            ctid);
-    store_rows_sw128<KB, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, key_lo, n_k - key0,
-                            ctid);
+    store_rows_sw128<KB, D>(dk + b * dk_sb + kv_head * dk_sh, key_rows(dk_sn), sdK, key_lo, n_k - key0, ctid);
+    store_rows_sw128<KB, D>(dv + b * dv_sb + kv_head * dv_sh, key_rows(dv_sn), sdV, key_lo, n_k - key0, ctid);
   } else {
     constexpr int F0 = Cols::N0 / 8, F1 = Cols::N1 / 8;
     const int chunk0 = Cols::first(0, consumer) / 8, chunk1 = Cols::first(1, consumer) / 8;
@@ -675,9 +690,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     }
     named_barrier_sync(DS_READY, 256);
     if (consumer == 0) {
-      store_rows_sw128<KB, D>(dk + b * dk_sb + kv_head * dk_sh, TokenRows{perm, dk_sn, key0}, sdK, 0, n_k - key0, ctid);
+      store_rows_sw128<KB, D>(dk + b * dk_sb + kv_head * dk_sh, key_rows(dk_sn), sdK, 0, n_k - key0, ctid);
     } else {
-      store_rows_sw128<KB, D>(dv + b * dv_sb + kv_head * dv_sh, TokenRows{perm, dv_sn, key0}, sdV, 0, n_k - key0, ctid);
+      store_rows_sw128<KB, D>(dv + b * dv_sb + kv_head * dv_sh, key_rows(dv_sn), sdV, 0, n_k - key0, ctid);
     }
   }
 }

@@ -154,6 +154,8 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   }
 
   const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys};
+  // with a node order: the producer's two slots of rows (producer_rows), then the epilogue's TILE_M rows
+  int* const row_table = reinterpret_cast<int*>(smem + (bars + 128 - smem_raw));
 
   if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1, 4 * CONSUMERS, 128 * CONSUMERS);
   __syncthreads();
@@ -169,7 +171,6 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
       cp_async_commit();
     };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
-      int* row_table = reinterpret_cast<int*>(smem + (bars + 128 - smem_raw));
       // a head's tokens (at most 128 of them) are looked up once, into the table's second slot (the first K tile
       // takes the first, and the second K tile's lookup follows the first's barrier)
       constexpr int Q_TABLE = TILE_M <= 128 ? TILE_M : 0;
@@ -349,6 +350,15 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   // Epilogue: normalise; splits store float32 partials ([split][head group][row]) straight from registers; the whole
   // row list stages this warpgroup's rows through its own rows of sQ (swizzled as Q: conflict-free for the fragment
   // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
+  // a head's rows through a node order: looked up once a row into the epilogue's table (the loads in flight while
+  // O is staged; the barrier before the stores orders them), not once a stored chunk
+  int* const o_table = row_table + 2 * 128;
+  if constexpr (PERM) {
+    if (pack == 1 && ctid < 64) {
+      const int r = warp_row0 - tile_row + 64 * consumer + ctid;
+      o_table[64 * consumer + ctid] = r < rows ? caller_token(perm, r) : 0;
+    }
+  }
   float inv_sum[2], row_lse[2];
   softmax.finish(scale_log2, inv_sum, row_lse);
   const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta(m_levels).head_group;
@@ -389,9 +399,14 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     return;
   }
   named_barrier_sync(EPILOGUE_BARRIER + consumer, 128);
-  const PackedRows o_rows{pack, o_sh, o_sn, perm};
-  store_rows_sw128<TILE_M, D>(o + b * o_sb + h * o_sh, [&](int r) { return o_rows(o_row0 + r); }, sO, 64 * consumer,
-                              rows - o_row0, ctid);
+  T* const o_head = o + b * o_sb + h * o_sh;
+  if (PERM && pack == 1) {
+    store_rows_sw128<TILE_M, D>(o_head, TableRows{o_table, (int)o_sn}, sO, 64 * consumer, rows - o_row0, ctid);
+  } else {
+    const PackedRows o_rows{pack, o_sh, o_sn, perm};
+    store_rows_sw128<TILE_M, D>(o_head, [&](int r) { return o_rows(o_row0 + r); }, sO, 64 * consumer, rows - o_row0,
+                                ctid);
+  }
 }
 
 }  // namespace maskattn

@@ -130,18 +130,29 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
 }
 
-// Start copying rows [0, ROWS) of a global tile (D contiguous elements a row; row r starts row_offset(r) elements
-// past g_tile) into a swizzled shared tile at shared address s_tile; rows >= rows_valid (at least 1) are zero-filled,
-// their copies pointed at row 0 (so row_offset is evaluated for valid rows only, without a branch), or at their own
-// row where row_offset serves every row of the tile (ServesEveryRow: a row table). THREADS threads
-// share the copy. Where a pass of the threads covers whole rows and a multiple of 8 of them (D = 64 and 128 with 128
-// threads), each thread keeps one chunk column and one row phase of the swizzle, so its shared offset only advances
-// by whole rows; otherwise (D = 192, 256) each 16-byte chunk's place is computed.
+// Whether a row lookup serves every row of a tile, past its valid rows too (TableRows below).
 template <typename RowOffset>
 struct ServesEveryRow {
   static constexpr bool value = false;
 };
 
+// Where the copy of row r's chunk c reads, in elements past the tile's start: rows past the valid ones read nothing
+// (zero-filled), so their copies point at the start without a lookup, unless the lookup serves every row: then no
+// branch, and a row table's copies take a few instructions each.
+template <typename RowOffset>
+__device__ __forceinline__ long long chunk_offset(const RowOffset& row_offset, int r, int c, bool valid) {
+  if constexpr (ServesEveryRow<RowOffset>::value) {
+    return row_offset(r) + c * 8;
+  } else {
+    return valid ? row_offset(r) + c * 8 : 0;
+  }
+}
+
+// Start copying rows [0, ROWS) of a global tile (D contiguous elements a row; row r starts row_offset(r) elements
+// past g_tile) into a swizzled shared tile at shared address s_tile; rows >= rows_valid are zero-filled. THREADS
+// threads share the copy. Where a pass of the threads covers whole rows and a multiple of 8 of them (D = 64 and 128
+// with 128 threads), each thread keeps one chunk column and one row phase of the swizzle, so its shared offset only
+// advances by whole rows; otherwise (D = 192, 256) each 16-byte chunk's place is computed.
 template <int ROWS, int D, int THREADS, typename T, typename RowOffset>
 __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* g_tile, RowOffset row_offset,
                                                       int rows_valid, int tid) {
@@ -154,8 +165,7 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
     for (int i = 0; i < ROWS / STEP; ++i) {
       const int r = r0 + i * STEP;
       const bool valid = r < rows_valid;
-      const int src = ServesEveryRow<RowOffset>::value || valid ? r : 0;
-      cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + row_offset(src) + c * 8, valid);
+      cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + chunk_offset(row_offset, r, c, valid), valid);
     }
   } else {
     static_assert(ROWS * CHUNKS % THREADS == 0, "whole passes");
@@ -163,8 +173,7 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
     for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
       const int idx = tid + i * THREADS, r = idx / CHUNKS, c = idx % CHUNKS;
       const bool valid = r < rows_valid;
-      const int src = ServesEveryRow<RowOffset>::value || valid ? r : 0;
-      cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + row_offset(src) + c * 8, valid);
+      cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + chunk_offset(row_offset, r, c, valid), valid);
     }
   }
 }
@@ -172,10 +181,11 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
 // Named barrier of a producer warpgroup's 128 threads (the consumers of fwd_sm90.cu use 1 to 4).
 constexpr int PRODUCER_BARRIER = 5;
 
-// Shared memory of producer_rows' tables: launches over plans with a node order (perm) ask for this many bytes more
-// than the kernel's layout, and the table lies right after it. Plans without one launch without it: static shared
-// memory for the table slowed those launches of every Hopper kernel by about half (H100, 2026-11-22).
-constexpr int ROW_TABLE_BYTES = 2 * 128 * 4;
+// Shared memory of the row tables (producer_rows' two slots of 128 rows, then up to 192 rows of the forward's
+// epilogue): launches over plans with a node order (perm) ask for this many bytes more than the kernel's layout, and
+// the tables lie right after it. Plans without one launch without it: static shared memory for the table slowed those
+// launches of every Hopper kernel by about half (H100, 2026-11-22).
+constexpr int ROW_TABLE_BYTES = (2 * 128 + 192) * 4;
 
 // Row r of a tile gathered through a table of its caller rows (producer_rows below), rows s_n elements apart: a
 // 32-bit stride, so that each row's offset is one wide multiply (launches over plans with a node order check that

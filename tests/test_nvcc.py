@@ -66,9 +66,9 @@ def _with_perm(config):
 _PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM = (
     _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192))
 # bwd_sm90.cu's one pass, with the float32 and (MASKATTN_FIXED) the fixed-point dQ; its perm plans' producer spills
-# up to 28 bytes at D = 128 and 8 at D = 256 (the register budgets in bwd_sm90.cu say why), the only spills allowed
-_BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _SM90_WIDE] + [
-    (config, False) for config, _ in _SM90_PERM + _SM90_PADDED_PERM + _SM90_WIDE_PERM]
+# up to 8 bytes at D = 256 (the register budgets in bwd_sm90.cu say why), the only spills allowed
+_BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _SM90_WIDE + _SM90_PERM
+             + _SM90_PADDED_PERM] + [(config, False) for config, _ in _SM90_WIDE_PERM]
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM,
            "fwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
                            + _SM90_TILE_192 + _SM90_TILE_192_PERM),

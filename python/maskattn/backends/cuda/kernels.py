@@ -277,8 +277,8 @@ def sm90_smem_bytes(head_dim: int, tile_m: int = 128) -> int:
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared
-# memory, for the producers' tables of rows
-ROW_TABLE_BYTES = 1024
+# memory, for the tables of rows of the producers and of the forward's epilogue
+ROW_TABLE_BYTES = 1792
 
 
 def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False, tile_m: int = 128):
