@@ -1218,15 +1218,15 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   check_rows(p, NOT_FINITE_Q, rows, [&](int64_t r) { return c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r)); });
   if (c.fwd_elements(g, m)) return forward_elements<T>(c, w, g, bh, bk, r0, rows, key_end);
   const T ninf = neg_inf<T>();
+  // Q's rows are read where they lie where they are whole register tiles (no perm, D = Dp, no padding rows); else
+  // through w.q, zero-padded
+  const bool q_direct = c.direct && rows == rows_p;
+  const T* q_rows = q_direct ? c.row_of(p.q, p.q_stride, b, h, r0) : w.q;
+  const int64_t q_ld = q_direct ? p.q_stride[2] : c.Dp;
   for (int64_t r = 0; r < rows_p; ++r) {
-    T* qrow = w.q + r * c.Dp;
-    if (r < rows) {
-      const T* src = c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r));
-      for (int64_t d = 0; d < p.D; ++d) qrow[d] = src[d];
-    } else {
-      for (int64_t d = 0; d < p.D; ++d) qrow[d] = 0;
-    }
-    for (int64_t d = p.D; d < c.Dp; ++d) qrow[d] = 0;
+    if (!q_direct)
+      copy_row(w.q + r * c.Dp, r < rows ? c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r)) : nullptr,
+               r < rows ? p.D : 0, c.Dp);
     for (int64_t d = 0; d < c.Dp; ++d) w.o[r * c.Dp + d] = 0;
     w.mx[r] = ninf;
     w.l[r] = 0;
@@ -1251,21 +1251,21 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
       const int64_t rs = imin(STRIP, rows_p - r0s), g0 = r0s / MR;
       T* s = w.s + r0s * c.tnp;
       T* o = w.o + r0s * c.Dp;
-      const T* q = w.q + r0s * c.Dp;
+      const T* q = q_rows + r0s * q_ld;
       auto strip_scores = [&](int64_t i, int64_t j) { return score_blocks(i + g0, j); };
       auto strip_keys = [&](int64_t i, int64_t j) { return key_blocks(i + g0, j); };
       if (c.score_rows) {
         const typename Call<T>::Rows key_rows = c.key_table(bk);
         for (int64_t r = 0; r < rs; ++r) {
           if (r0s + r < rows)
-            dots(q + r * c.Dp, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, s + r * c.tnp);
+            dots(q + r * q_ld, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, s + r * c.tnp);
           else
             for (int64_t j = 0; j < c.tnp; ++j) s[r * c.tnp + j] = 0;
         }
       } else if (partial) {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, strip_scores, c.Dp);
+        gemm<T, false>(rs, c.tnp, p.D, q, q_ld, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, strip_scores, c.Dp);
       } else {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, AllBlocks{}, c.Dp);
+        gemm<T, false>(rs, c.tnp, p.D, q, q_ld, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, AllBlocks{}, c.Dp);
       }
       mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, mixed);
       online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
