@@ -1220,7 +1220,8 @@ void visibility_of_row(Call<T>& c, int64_t u) {
 // The PARTIAL entries' visibility made once per call for all the heads that share the plan's tiles, where `shared`
 // (several heads to a mask, and in the forward no key_lens, which cut a tile's keys by batch): c.entry_vis, with
 // c.entry_slot for the direction's entries (kind: theirs), filled by of_block for each of `blocks` (group, block)s.
-// Made per head, it was 2% of shared_question's forward at 4096 and 4% of bigbird's backward.
+// Made per head, it was 2% of shared_question's forward at 4096 (AVX2); by 16-key groups it made bigbird's backward
+// 1-6% slower (AVX-512).
 template <class T>
 struct SharedVisibility {
   Buffer<int64_t> slots;
