@@ -786,10 +786,10 @@ struct Call {
   // whether packed rows are needed: by products (tiles) that cannot read the caller's, or by the element path
   bool packs_rows(bool tiles, bool elements) const { return (tiles && !direct) || (elements && !element_direct); }
   bool fwd_elements(int64_t g, int64_t m) const { return p.fwd_sparse && p.fwd_sparse[g * M + m]; }
+  bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
   // a PARTIAL tile's vis, mixed (tm / MR each) and vis_t, and where entry e's lie in entry_vis
   int64_t vis_words() const { return 2 * (tm / MR) + (tnp + KG - 1) / KG; }
   uint64_t* entry_visibility(int64_t e) const { return entry_vis + entry_slot[e] * vis_words(); }
-  bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
 };
 
 // Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tn x Dp), zero past the
