@@ -557,24 +557,32 @@ static_assert(KB % MR == 0 && KB >= 16, "a K block holds whole register tiles of
 // Columns of a register tile (NV vectors): the width of the panels in which K^T and V^T are packed.
 template <class T>
 constexpr int64_t PANEL = NV * Simd<T>::W;
-// Keys per bit of a PARTIAL tile's visibility (tile_visibility): whole column tiles of the products, and half a K
-// block where those are narrower (AVX2: 16 keys; shared_question's computed pairs at 4096 fall from 0.093 to 0.088 of
-// all against 32), so that a K block takes at most two steps.
-template <class T>
-constexpr int64_t KG = PANEL<T> > KB / 2 ? PANEL<T> : KB / 2;
+// Keys per bit of a PARTIAL tile's visibility (tile_visibility): half a K block, so that a K block takes at most two
+// steps (AVX2: shared_question's computed pairs at 4096 fall from 0.093 to 0.088 of all against 32). Where a column
+// tile of the score products is wider (AVX-512's 32 keys), it is computed where any of its groups is seen, and the
+// softmax and P V take only the groups seen.
+constexpr int64_t KG = KB / 2;
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
+
+// Whether `seen` (bit g: key group g) names a key of the column tile of the score products at column j
+template <class T>
+inline bool panel_seen(uint64_t seen, int64_t j) {
+  constexpr int64_t groups = (PANEL<T> + KG - 1) / KG;
+  return (seen >> (j / KG)) & ((uint64_t(1) << groups) - 1);
+}
 
 // Calls f(j0, j1) for each run of consecutive key groups that `seen` names (bit g: keys [g * KG, (g + 1) * KG)), the
 // run's keys [j0, j1) cut at ncols, in ascending order: one loop over a run's vectors instead of a test per group.
 template <class T, class F>
 inline void for_runs(uint64_t seen, int64_t ncols, F&& f) {
+  static_assert(KG % Simd<T>::W == 0, "key groups of whole vectors");
   while (seen) {
     const int first = __builtin_ctzll(seen);
     const uint64_t from = seen >> first;
     const int end = ~from ? first + __builtin_ctzll(~from) : 64;
-    const int64_t j0 = first * KG<T>;
+    const int64_t j0 = first * KG;
     if (j0 >= ncols) return;
-    f(j0, imin(ncols, end * KG<T>));
+    f(j0, imin(ncols, end * KG));
     seen = end < 64 ? seen & (~uint64_t(0) << end) : 0;
   }
 }
@@ -708,10 +716,10 @@ struct Call {
   T* lse2 = nullptr;  // (B * H, M * tm, 2): lse * log2(e) as high and low part; +inf where no key is seen and past
                       // n_q
   T* delta = nullptr;  // (B * H, M * tm): rowsum(dO * O)
-  // forward: each PARTIAL entry's vis and mixed (tile_visibility), made once per call where the plan's tiles serve
-  // several heads (null where each unit makes its own)
-  uint64_t* entry_vis = nullptr;  // (PARTIAL entries, 2, tm / MR)
-  int64_t* entry_slot = nullptr;  // (entries): an entry's row of entry_vis (PARTIAL ones only)
+  // each PARTIAL entry's vis, mixed and vis_t (tile_visibility), made once per call where the plan's tiles serve
+  // several heads (null where each unit makes its own; SharedVisibility)
+  uint64_t* entry_vis = nullptr;  // (PARTIAL entries, vis_words())
+  int64_t* entry_slot = nullptr;  // (entries, of the call's direction): an entry's row of entry_vis (PARTIAL ones only)
   // backward bookkeeping
   int64_t chunks = 1;          // key-block ranges per (batch, head)
   int64_t* chunk_begin = nullptr;  // (G, chunks + 1)
@@ -779,6 +787,9 @@ struct Call {
   bool packs_rows(bool tiles, bool elements) const { return (tiles && !direct) || (elements && !element_direct); }
   bool fwd_elements(int64_t g, int64_t m) const { return p.fwd_sparse && p.fwd_sparse[g * M + m]; }
   bool bwd_elements(int64_t g, int64_t n) const { return p.bwd_sparse && p.bwd_sparse[g * N + n]; }
+  // a PARTIAL tile's vis, mixed (tm / MR each) and vis_t, and where entry e's lie in entry_vis
+  int64_t vis_words() const { return 2 * (tm / MR) + (tnp + KG - 1) / KG; }
+  uint64_t* entry_visibility(int64_t e) const { return entry_vis + entry_slot[e] * vis_words(); }
 };
 
 // Key block n of (batch, KV head) bk, packed: K^T and/or V^T (Dp x tnp) and K and/or V rows (tn x Dp), zero past the
@@ -924,8 +935,7 @@ template <class T>
 void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t payload, int64_t rows, int64_t cols,
                      uint64_t* vis, uint64_t* mixed, uint64_t* vis_t) {
   const AttentionProblem& p = c.p;
-  constexpr int64_t kgs = KG<T>;
-  const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + kgs - 1) / kgs;
+  const int64_t groups = (rows + MR - 1) / MR, key_groups = (cols + KG - 1) / KG;
   for (int64_t rg = 0; rg < c.tm / MR; ++rg) vis[rg] = mixed[rg] = 0;
   if (p.plan.intervals) {
     const int32_t* iv = p.plan.intervals + (g * p.n_k + n * c.tn) * 4;
@@ -933,7 +943,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
     for (int64_t kg = 0; kg < key_groups; ++kg) {
       int64_t lo = r1, hi = r0;  // rows [lo, hi) bound every visible row of the group's keys
       uint64_t masked_groups = 0;  // bit rg: a key of the group masks a row of row group rg
-      for (int64_t j = kg * kgs; j < imin(cols, (kg + 1) * kgs); ++j) {
+      for (int64_t j = kg * KG; j < imin(cols, (kg + 1) * KG); ++j) {
         const int64_t a0 = iv[4 * j], a1 = iv[4 * j + 1], b0 = iv[4 * j + 2], b1 = iv[4 * j + 3];
         const int64_t ranges[2][2] = {{a0, a1}, {b0, b1}};
         for (const int64_t* range : ranges) {
@@ -955,20 +965,24 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
     }
   } else {
     const uint32_t* words = p.plan.bit_pool + payload * c.tile_words;
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows; ++r) {
+      uint64_t seen = 0, part = 0;  // the row's groups, in registers (vis and mixed might alias)
       for (int64_t kg = 0; kg < key_groups; ++kg) {
         // the group's bits of row r: at most 32 keys from a 16-bit boundary, never past the row's last key
-        const int64_t bit = r * c.tn + kg * kgs, len = imin(kgs, cols - kg * kgs);
+        const int64_t bit = r * c.tn + kg * KG, len = imin(KG, cols - kg * KG);
         uint64_t chunk = words[bit >> 5] >> (bit & 31);
         if ((bit & 31) + len > 32) chunk |= uint64_t(words[(bit >> 5) + 1]) << (32 - (bit & 31));
         const uint64_t all = len < 64 ? (uint64_t(1) << len) - 1 : ~uint64_t(0);
         chunk &= all;
-        if (chunk) vis[r / MR] |= uint64_t(1) << kg;
-        if (chunk != all) mixed[r / MR] |= uint64_t(1) << kg;
+        seen |= uint64_t(chunk != 0) << kg;
+        part |= uint64_t(chunk != all) << kg;
       }
+      vis[r / MR] |= seen;
+      mixed[r / MR] |= part;
+    }
   }
   for (int64_t rg = 0; rg < groups; ++rg) mixed[rg] &= vis[rg];
-  for (int64_t kg = 0; vis_t && kg < (c.tnp + kgs - 1) / kgs; ++kg) {
+  for (int64_t kg = 0; vis_t && kg < (c.tnp + KG - 1) / KG; ++kg) {
     vis_t[kg] = 0;
     for (int64_t rg = 0; rg < groups; ++rg)
       if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
@@ -1197,11 +1211,38 @@ void visibility_of_row(Call<T>& c, int64_t u) {
   for (int64_t e = p.plan.row_ptr[g * (c.M + 1) + m]; e < p.plan.row_ptr[g * (c.M + 1) + m + 1]; ++e) {
     if (p.plan.kind[e] != PARTIAL_TILE) continue;
     const int64_t n = p.plan.col_idx[e];
-    uint64_t* vis = c.entry_vis + c.entry_slot[e] * 2 * (c.tm / MR);
+    uint64_t* vis = c.entry_visibility(e);
     tile_visibility(c, g, m, n, p.plan.payload_idx ? p.plan.payload_idx[e] : -1, rows, imin(c.tn, p.n_k - n * c.tn),
-                    vis, vis + c.tm / MR, nullptr);
+                    vis, vis + c.tm / MR, vis + 2 * (c.tm / MR));
   }
 }
+
+// The PARTIAL entries' visibility made once per call for all the heads that share the plan's tiles, where `shared`
+// (several heads to a mask, and in the forward no key_lens, which cut a tile's keys by batch): c.entry_vis, with
+// c.entry_slot for the direction's entries (kind: theirs), filled by of_block for each of `blocks` (group, block)s.
+// Made per head, it was 2% of shared_question's forward at 4096 (AVX2); by 16-key groups it made bigbird's backward
+// 1-6% slower (AVX-512).
+template <class T>
+struct SharedVisibility {
+  Buffer<int64_t> slots;
+  Buffer<uint64_t> vis;
+  static int64_t partials(const uint8_t* kind, int64_t entries) {
+    int64_t count = 0;
+    for (int64_t e = 0; e < entries; ++e) count += kind[e] == PARTIAL_TILE;
+    return count;
+  }
+  SharedVisibility(Call<T>& c, bool shared, const uint8_t* kind, int64_t entries, int64_t blocks, int threads,
+                   void (*of_block)(void*, int64_t, int))
+      : slots(shared ? entries : 0), vis(shared ? partials(kind, entries) * c.vis_words() : 0) {
+    if (!shared) return;
+    int64_t slot = 0;
+    for (int64_t e = 0; e < entries; ++e) slots.data[e] = kind[e] == PARTIAL_TILE ? slot++ : -1;
+    if (!slot) return;
+    c.entry_slot = slots.data;
+    c.entry_vis = vis.data;
+    parallel_for(blocks, threads, of_block, &c);
+  }
+};
 
 template <class T>
 void forward_unit(Call<T>& c, int64_t unit, int thread) {
@@ -1218,15 +1259,15 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
   check_rows(p, NOT_FINITE_Q, rows, [&](int64_t r) { return c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r)); });
   if (c.fwd_elements(g, m)) return forward_elements<T>(c, w, g, bh, bk, r0, rows, key_end);
   const T ninf = neg_inf<T>();
+  // Q's rows are read where they lie where they are whole register tiles (no perm, D = Dp, no padding rows); else
+  // through w.q, zero-padded
+  const bool q_direct = c.direct && rows == rows_p;
+  const T* q_rows = q_direct ? c.row_of(p.q, p.q_stride, b, h, r0) : w.q;
+  const int64_t q_ld = q_direct ? p.q_stride[2] : c.Dp;
   for (int64_t r = 0; r < rows_p; ++r) {
-    T* qrow = w.q + r * c.Dp;
-    if (r < rows) {
-      const T* src = c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r));
-      for (int64_t d = 0; d < p.D; ++d) qrow[d] = src[d];
-    } else {
-      for (int64_t d = 0; d < p.D; ++d) qrow[d] = 0;
-    }
-    for (int64_t d = p.D; d < c.Dp; ++d) qrow[d] = 0;
+    if (!q_direct)
+      copy_row(w.q + r * c.Dp, r < rows ? c.row_of(p.q, p.q_stride, b, h, c.token(r0 + r)) : nullptr,
+               r < rows ? p.D : 0, c.Dp);
     for (int64_t d = 0; d < c.Dp; ++d) w.o[r * c.Dp + d] = 0;
     w.mx[r] = ninf;
     w.l[r] = 0;
@@ -1240,10 +1281,10 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
     // a PARTIAL tile's register tiles that see nothing are skipped by every product
     const bool partial = p.plan.kind[e] == PARTIAL_TILE;
     const int32_t payload = p.plan.payload_idx ? p.plan.payload_idx[e] : -1;
-    const uint64_t* vis = c.entry_vis && partial ? c.entry_vis + c.entry_slot[e] * 2 * (c.tm / MR) : own;
+    const uint64_t* vis = c.entry_vis && partial ? c.entry_visibility(e) : own;
     const uint64_t* mixed = vis + c.tm / MR;
     if (partial && !c.entry_vis) tile_visibility(c, g, m, n, payload, rows, cols, own, own + c.tm / MR, nullptr);
-    auto score_blocks = [&](int64_t i, int64_t j) { return (vis[i] >> (j / KG<T>)) & 1 ? ALL_BLOCKS : uint64_t(0); };
+    auto score_blocks = [&](int64_t i, int64_t j) { return panel_seen<T>(vis[i], j) ? ALL_BLOCKS : uint64_t(0); };
     auto key_blocks = [&](int64_t i, int64_t) { return vis[i]; };
     const int64_t ncols = round_up<T>(cols, Simd<T>::W);
     // the tile in strips of STRIP rows: scores, mask, softmax and P V of a strip while its scores are in L1
@@ -1251,26 +1292,26 @@ void forward_unit(Call<T>& c, int64_t unit, int thread) {
       const int64_t rs = imin(STRIP, rows_p - r0s), g0 = r0s / MR;
       T* s = w.s + r0s * c.tnp;
       T* o = w.o + r0s * c.Dp;
-      const T* q = w.q + r0s * c.Dp;
+      const T* q = q_rows + r0s * q_ld;
       auto strip_scores = [&](int64_t i, int64_t j) { return score_blocks(i + g0, j); };
       auto strip_keys = [&](int64_t i, int64_t j) { return key_blocks(i + g0, j); };
       if (c.score_rows) {
         const typename Call<T>::Rows key_rows = c.key_table(bk);
         for (int64_t r = 0; r < rs; ++r) {
           if (r0s + r < rows)
-            dots(q + r * c.Dp, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, s + r * c.tnp);
+            dots(q + r * q_ld, c.De, cols, [&](int64_t j) { return key_rows(c0 + j); }, s + r * c.tnp);
           else
             for (int64_t j = 0; j < c.tnp; ++j) s[r * c.tnp + j] = 0;
         }
       } else if (partial) {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, strip_scores, c.Dp);
+        gemm<T, false>(rs, c.tnp, p.D, q, q_ld, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, strip_scores, c.Dp);
       } else {
-        gemm<T, false>(rs, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, AllBlocks{}, c.Dp);
+        gemm<T, false>(rs, c.tnp, p.D, q, q_ld, 1, c.kt_block(bk, n), PANEL<T>, s, c.tnp, AllBlocks{}, c.Dp);
       }
       mask_tile<T>(c, s, r0s, rs, g, m, n, p.plan.kind[e], payload, cols, w.planar, mixed);
       online_softmax<T>(c, s, rs, ncols, o, w.mx + r0s, w.l + r0s, partial ? vis + g0 : nullptr);
       if (partial)
-        gemm<T, true, KG<T>, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
+        gemm<T, true, KG, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp, strip_keys);
       else
         gemm<T, true, KB, true>(rs, c.Dp, cols, s, c.tnp, 1, c.value_rows(bk, n), c.value_ld(), o, c.Dp);
     }
@@ -1306,20 +1347,10 @@ void run_forward(const AttentionProblem& p, int threads) {
   c.vp = values ? vp.data : nullptr;
   c.kp = keys ? kp.data : nullptr;
   pack_all_keys(c, threads);
-  // the partial tiles' visibility once for all the heads that share the plan's tiles (without key_lens, which cut a
-  // tile's keys by batch)
-  const int64_t groups = p.mask_B * p.mask_H, entries = p.plan.row_ptr[groups * (c.M + 1) - 1];
-  int64_t partials = 0;
-  const bool shared = tiles && !p.key_lens && c.BH > groups;
-  Buffer<int64_t> slots(shared ? entries : 0);
-  for (int64_t e = 0; shared && e < entries; ++e) slots.data[e] = p.plan.kind[e] == PARTIAL_TILE ? partials++ : -1;
-  Buffer<uint64_t> entry_vis(partials * 2 * (c.tm / MR));
-  if (partials) {
-    c.entry_slot = slots.data;
-    c.entry_vis = entry_vis.data;
-    parallel_for(groups * c.M, threads,
-                 [](void* ctx, int64_t u, int) { visibility_of_row(*static_cast<Call<T>*>(ctx), u); }, &c);
-  }
+  const int64_t groups = p.mask_B * p.mask_H;
+  SharedVisibility<T> shared(c, tiles && !p.key_lens && c.BH > groups, p.plan.kind,
+                             p.plan.row_ptr[groups * (c.M + 1) - 1], groups * c.M, threads,
+                             [](void* ctx, int64_t u, int) { visibility_of_row(*static_cast<Call<T>*>(ctx), u); });
   const int64_t units = c.M * c.BH;
   threads = static_cast<int>(imax(1, imin(threads, units)));
   c.scratch_stride = round_up<T>(ForwardScratch<T>::size(c), 64);
@@ -1441,6 +1472,21 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
   }
 }
 
+// c.entry_vis of the PARTIAL entries of (group, key block) u that take the tiles' path (the backward's entries)
+template <class T>
+void visibility_of_column(Call<T>& c, int64_t u) {
+  const AttentionProblem& p = c.p;
+  const int64_t g = u / c.N, n = u % c.N, cols = imin(c.tn, p.n_k - n * c.tn);
+  if (c.bwd_elements(g, n)) return;
+  for (int64_t e = p.plan.col_ptr[g * (c.N + 1) + n]; e < p.plan.col_ptr[g * (c.N + 1) + n + 1]; ++e) {
+    if (p.plan.bwd_kind[e] != PARTIAL_TILE) continue;
+    const int64_t m = p.plan.row_idx[e];
+    uint64_t* vis = c.entry_visibility(e);
+    tile_visibility(c, g, m, n, p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1,
+                    imin(c.tm, p.n_q - m * c.tm), cols, vis, vis + c.tm / MR, vis + 2 * (c.tm / MR));
+  }
+}
+
 // Key blocks [chunk_begin[g, i], chunk_begin[g, i + 1]) of (batch, head) bh: dK, dV of those blocks (for this head),
 // and this range's share of dQ.
 template <class T>
@@ -1459,7 +1505,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const T* delta = c.delta + bh * Mq;
   const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
   const int64_t* bounds = c.chunk_begin + g * (c.chunks + 1);
-  uint64_t vis[256 / MR], mixed[256 / MR], vis_t[256 / KG<T>];
+  uint64_t own[2 * 256 / MR + 256 / KG];
   for (int64_t n = bounds[chunk]; n < bounds[chunk + 1]; ++n) {
     const int64_t c0 = n * c.tn, cols = imin(c.tn, p.n_k - c0), cols_p = round_up<T>(cols, MR);
     std::memset(w.dk, 0, c.tnp * c.Dp * sizeof(T));
@@ -1473,12 +1519,15 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       // as in forward_unit: a PARTIAL tile's register tiles that see nothing are skipped by every product
       const bool partial = p.plan.bwd_kind[e] == PARTIAL_TILE;
       const int32_t payload = p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1;
-      if (partial) tile_visibility(c, g, m, n, payload, rows, cols, vis, mixed, vis_t);
+      const uint64_t* vis = c.entry_vis && partial ? c.entry_visibility(e) : own;
+      const uint64_t *mixed = vis + c.tm / MR, *vis_t = mixed + c.tm / MR;
+      if (partial && !c.entry_vis)
+        tile_visibility(c, g, m, n, payload, rows, cols, own, own + c.tm / MR, own + 2 * (c.tm / MR));
       auto score_blocks = [&](int64_t i, int64_t j) {
-        return !partial || (vis[i] >> (j / KG<T>)) & 1 ? ALL_BLOCKS : uint64_t(0);
+        return !partial || panel_seen<T>(vis[i], j) ? ALL_BLOCKS : uint64_t(0);
       };
       auto key_blocks = [&](int64_t i, int64_t) { return partial ? vis[i] : ALL_BLOCKS; };
-      auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KG<T>] : ALL_BLOCKS; };
+      auto query_blocks = [&](int64_t i, int64_t) { return partial ? vis_t[i * MR / KG] : ALL_BLOCKS; };
       gemm<T, false>(rows_p, c.tnp, p.D, q, c.Dp, 1, c.kt_block(bk, n), PANEL<T>, w.s, c.tnp, score_blocks, c.Dp);
       mask_tile<T>(c, w.s, 0, rows_p, g, m, n, p.plan.bwd_kind[e], payload, cols, w.planar, mixed);
       gemm<T, false>(rows_p, c.tnp, p.D, dout, c.Dp, 1, c.vt_block(bk, n), PANEL<T>, w.dp, c.tnp, score_blocks, c.Dp);
@@ -1496,7 +1545,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
         T* drow = w.dp + r * c.tnp;
         const uint64_t seen = partial ? vis[r / MR] : ALL_BLOCKS;
         for (int64_t j = 0; j < c.tnp; j += W) {
-          if (!((seen >> (j / KG<T>)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
+          if (!((seen >> (j / KG)) & 1)) {  // unseen: 0, read by the transposed products beside seen rows
             for (int u = 0; u < MR; ++u) {
               store(srow + u * c.tnp + j, V{});
               store(drow + u * c.tnp + j, V{});
@@ -1520,7 +1569,7 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
       gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp, query_blocks);
       gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp, query_blocks);
-      gemm<T, true, KG<T>>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
+      gemm<T, true, KG>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
                            key_blocks);
     }
     const T scale = static_cast<T>(p.scale);
@@ -1625,6 +1674,9 @@ void run_backward(const AttentionProblem& p, int threads) {
   pack_all_keys(c, threads);
   parallel_for(c.BH * c.M, threads, [](void* ctx, int64_t u, int) { pack_queries(*static_cast<Call<T>*>(ctx), u); },
                &c);
+  SharedVisibility<T> shared(c, tiles && c.BH > groups, p.plan.bwd_kind, p.plan.col_ptr[groups * (c.N + 1) - 1],
+                             groups * c.N, threads,
+                             [](void* ctx, int64_t u, int) { visibility_of_column(*static_cast<Call<T>*>(ctx), u); });
   const int64_t units = c.BH * c.chunks;
   const int workers = static_cast<int>(imax(1, imin(threads, units)));
   c.scratch_stride = round_up<T>(BackwardScratch<T>::size(c), 64);
