@@ -26,15 +26,22 @@ from .common import fmt, print_report, ratio, try_
 N, HEADS, HEAD_DIM = [4096, 16384], 8, 64  # the defaults of --cpu (bench.main)
 
 
+# Seconds of quiet before each timed call: torch's OpenMP workers keep spinning after SDPA returns (8.4 ms of CPU in
+# the 50 ms after its forward+backward on a 2-core host), and a maskattn forward timed beside them took 15-30% longer
+# (docs/performance.md, 2026-11-27); 0.3 s took all of it back.
+QUIET_S = 0.3
+
+
 def _best_ms(fns: dict, rounds: int, errors: list) -> dict:
-    """{name: fastest time in ms} of each callable after a warm-up, the callables run in turns for ``rounds`` rounds
-    (one that raises is reported in ``errors`` and left out)."""
+    """{name: fastest time in ms} of each callable after a warm-up, the callables run in turns for ``rounds`` rounds,
+    each after QUIET_S seconds of sleep (one that raises is reported in ``errors`` and left out)."""
     best = {}
     for name, fn in list(fns.items()):
         if try_(lambda: (fn(), True)[1], errors, name) is None:  # the warm-up
             fns.pop(name)
     for _ in range(rounds):
         for name, fn in fns.items():
+            time.sleep(QUIET_S)
             start = time.perf_counter()
             fn()
             best[name] = min(best.get(name, float("inf")), (time.perf_counter() - start) * 1e3)
