@@ -1202,19 +1202,29 @@ void forward_elements(const Call<T>& c, ForwardScratch<T>& w, int64_t g, int64_t
   }
 }
 
-// c.entry_vis of the PARTIAL entries of (group, query block) u that take the tiles' path
+// c.entry_vis of the PARTIAL entries [e_begin, e_end) of one direction's CSR (kind, payload_idx: its arrays), entry e
+// of mask group g at tile (m_of(e), n_of(e))
+template <class T, class M, class N>
+void visibility_of_entries(Call<T>& c, int64_t g, int64_t e_begin, int64_t e_end, const uint8_t* kind,
+                           const int32_t* payload_idx, M m_of, N n_of) {
+  const AttentionProblem& p = c.p;
+  for (int64_t e = e_begin; e < e_end; ++e) {
+    if (kind[e] != PARTIAL_TILE) continue;
+    const int64_t m = m_of(e), n = n_of(e);
+    uint64_t* vis = c.entry_visibility(e);
+    tile_visibility(c, g, m, n, payload_idx ? payload_idx[e] : -1, imin(c.tm, p.n_q - m * c.tm),
+                    imin(c.tn, p.n_k - n * c.tn), vis, vis + c.tm / MR, vis + 2 * (c.tm / MR));
+  }
+}
+
+// visibility_of_entries of the forward's entries of (group, query block) u that take the tiles' path
 template <class T>
 void visibility_of_row(Call<T>& c, int64_t u) {
-  const AttentionProblem& p = c.p;
-  const int64_t g = u / c.M, m = u % c.M, rows = imin(c.tm, p.n_q - m * c.tm);
+  const PlanPointers& plan = c.p.plan;
+  const int64_t g = u / c.M, m = u % c.M;
   if (c.fwd_elements(g, m)) return;
-  for (int64_t e = p.plan.row_ptr[g * (c.M + 1) + m]; e < p.plan.row_ptr[g * (c.M + 1) + m + 1]; ++e) {
-    if (p.plan.kind[e] != PARTIAL_TILE) continue;
-    const int64_t n = p.plan.col_idx[e];
-    uint64_t* vis = c.entry_visibility(e);
-    tile_visibility(c, g, m, n, p.plan.payload_idx ? p.plan.payload_idx[e] : -1, rows, imin(c.tn, p.n_k - n * c.tn),
-                    vis, vis + c.tm / MR, vis + 2 * (c.tm / MR));
-  }
+  visibility_of_entries(c, g, plan.row_ptr[g * (c.M + 1) + m], plan.row_ptr[g * (c.M + 1) + m + 1], plan.kind,
+                        plan.payload_idx, [&](int64_t) { return m; }, [&](int64_t e) { return plan.col_idx[e]; });
 }
 
 // The PARTIAL entries' visibility made once per call for all the heads that share the plan's tiles, where `shared`
@@ -1472,19 +1482,14 @@ void backward_elements(const Call<T>& c, BackwardScratch<T>& w, int64_t g, int64
   }
 }
 
-// c.entry_vis of the PARTIAL entries of (group, key block) u that take the tiles' path (the backward's entries)
+// visibility_of_entries of the backward's entries of (group, key block) u that take the tiles' path
 template <class T>
 void visibility_of_column(Call<T>& c, int64_t u) {
-  const AttentionProblem& p = c.p;
-  const int64_t g = u / c.N, n = u % c.N, cols = imin(c.tn, p.n_k - n * c.tn);
+  const PlanPointers& plan = c.p.plan;
+  const int64_t g = u / c.N, n = u % c.N;
   if (c.bwd_elements(g, n)) return;
-  for (int64_t e = p.plan.col_ptr[g * (c.N + 1) + n]; e < p.plan.col_ptr[g * (c.N + 1) + n + 1]; ++e) {
-    if (p.plan.bwd_kind[e] != PARTIAL_TILE) continue;
-    const int64_t m = p.plan.row_idx[e];
-    uint64_t* vis = c.entry_visibility(e);
-    tile_visibility(c, g, m, n, p.plan.bwd_payload_idx ? p.plan.bwd_payload_idx[e] : -1,
-                    imin(c.tm, p.n_q - m * c.tm), cols, vis, vis + c.tm / MR, vis + 2 * (c.tm / MR));
-  }
+  visibility_of_entries(c, g, plan.col_ptr[g * (c.N + 1) + n], plan.col_ptr[g * (c.N + 1) + n + 1], plan.bwd_kind,
+                        plan.bwd_payload_idx, [&](int64_t e) { return plan.row_idx[e]; }, [&](int64_t) { return n; });
 }
 
 // Key blocks [chunk_begin[g, i], chunk_begin[g, i + 1]) of (batch, head) bh: dK, dV of those blocks (for this head),
