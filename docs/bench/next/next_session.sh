@@ -11,7 +11,13 @@
 #   fixed, so a consumer could take its columns' exponents once) would keep K's outlier channels from costing the
 #   other channels bits, if real models show rows where that matters; the mma.sync kernels (sm_80, sm_89) keep two
 #   passes, and the same integer reductions (red.global.add.s32) could make them one pass too, measured on the
-#   H100's MASKATTN_SM90=0 path first.
+#   H100's MASKATTN_SM90=0 path first;
+# - plans with a node order (performance.md, "fed at the speed of plain tiles"): the perm forward is 1.3x its
+#   plan-order twin now (was 2x); left: the backward's K and V, gathered once per CTA by per-chunk lookups
+#   (TokenRows: a table would do as for Q), bwd_dq_convert's per-row perm lookups, and the backward producer's
+#   register budget (40 for perm; it no longer needs them at D = 128: 24 would give the consumers 240, as without a
+#   perm). graph_rcm's D = 64 backward read 0.69-1.03x of 5acf51c across three calls: rerun it in turns. FA4 / Flex
+#   FLASH were not in the process for graph_rcm after the change.
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
