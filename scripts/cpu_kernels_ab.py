@@ -57,7 +57,9 @@ def in_turns(other, args):
         for name in args.workloads:
             plan = maskattn.compile_mask(workloads.build(name, n, seed=0), cpu.TILE)
             rng = np.random.default_rng(0)
-            q, k, v, do = (rng.standard_normal((1, 8, n, 64), dtype=np.float32) for _ in range(4))
+            n_q, n_k = plan.shape[2:]  # a workload's own lengths (medusa: its tree over a prefix)
+            q, do = (rng.standard_normal((1, 8, n_q, 64), dtype=np.float32) for _ in range(2))
+            k, v = (rng.standard_normal((1, 8, n_k, 64), dtype=np.float32) for _ in range(2))
             fns = {label: calls(module, plan, q, k, v, do, 64 ** -0.5, args.threads)
                    for label, module in (("other", other), ("this", this))}
             if args.same:
