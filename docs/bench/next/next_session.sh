@@ -14,9 +14,9 @@
 #   H100's MASKATTN_SM90=0 path first;
 # - plans with a node order (performance.md, "fed at the speed of plain tiles"): the perm forward is 1.3x its
 #   plan-order twin now (was 2x); left: the backward's K and V, gathered once per CTA by per-chunk lookups
-#   (TokenRows: a table would do as for Q), bwd_dq_convert's per-row perm lookups, and the backward producer's
-#   register budget (40 for perm; it no longer needs them at D = 128: 24 would give the consumers 240, as without a
-#   perm). graph_rcm's D = 64 backward read 0.69-1.03x of 5acf51c across three calls: rerun it in turns. FA4 / Flex
+#   (branch bwd-kv-table puts them through the row table: its checks and A/B are docs/bench/next/bwd_kv_table.sh
+#   on that branch, one call, not run yet), bwd_dq_convert's per-row perm lookups. The backward producer keeps 40
+#   registers for perm plans: 24 spills 12-32 bytes at D = 64 and 128 (nvcc, 2026-11-28). graph_rcm's D = 64 backward read 0.69-1.03x of 5acf51c across three calls: rerun it in turns. FA4 / Flex
 #   FLASH were not in the process for graph_rcm after the change.
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
