@@ -69,7 +69,7 @@ namespace maskattn {
 namespace sm90_bwd {
 
 constexpr int TILE_M = 128;
-constexpr int TILE_N = 128;  // the dQ kernel's key blocks, and the dK/dV kernel's up to D = 128
+constexpr int TILE_N = 128;  // the dK/dV kernel's key blocks up to D = 128
 constexpr int THREADS = 384;
 // dK/dV kernel: query rows per step, 128 where the tiles are one 64-column block wide (D = 32, 64; FlashAttention-3's
 // 128 x 128 backward tile at D = 64), else 64. At D <= 64 a step's products are short (k = D) and each step pays
@@ -90,8 +90,9 @@ constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
 // dK/dV kernel: registers of the producer (one thread's walk for the copy engine; for perm plans the cp.async
 // addressing and the walk of 128 threads: 40, with which only D = 256 with fixed-point dQ and bit tiles spills, 8
 // bytes) and of the consumers (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at
-// D <= 64, 16 + 16 wide), dQ's part, 32 (64 wide)). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three budgets
-// must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
+// D <= 64, 16 + 16 wide), dQ's part, 32 (64 wide)). setmaxnreg.inc waits until the registers the producer's
+// setmaxnreg.dec freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168: a consumer
+// budget one step too high hangs the kernel.
 template <bool PERM>
 constexpr int PRODUCER_REGS = PERM ? 40 : 24;
 template <bool PERM>

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) device helpers: wgmma on 128-byte-swizzled shared tiles, mbarriers, proxy fences, register
 // reallocation between warpgroups; and the pieces the wgmma kernels share: the key-block pipeline of the query-major
-// kernels, A operands packed from accumulators, a listed tile's masks, the epilogue's staged stores. Like
+// kernel, A operands packed from accumulators, a listed tile's masks, the epilogue's staged stores. Like
 // common.cuh, no CUDA headers: NVRTC and nvcc compile it alike.
 //
 // Shared tiles for wgmma: a tile of ROWS rows x D 16-bit elements is D / 64 column blocks (rounded up:
@@ -221,7 +221,7 @@ __device__ __forceinline__ const int* producer_rows(int* table, int slot, const 
   return rows;
 }
 
-// The key-block pipeline of the query-major kernels (fwd_sm90.cu, bwd_sm90.cu's dQ): a producer warpgroup copies
+// The key-block pipeline of the query-major kernel (fwd_sm90.cu): a producer warpgroup copies
 // the query side once (announced on Q_FULL), then each listed key block's K and V tiles (TILE_N x D, two stages
 // each, consecutive in shared memory) and announces them on K_FULL and V_FULL of the stage; each of the 8
 // consumer warps releases a stage with one arrival on K_EMPTY or V_EMPTY once its products no longer read it (in
@@ -235,8 +235,8 @@ enum Barrier { Q_FULL = 0, K_FULL = 1, V_FULL = 3, K_EMPTY = 5, V_EMPTY = 7, BAR
 // q_arrivals likewise for the query side; consumer_warps: the releases of a V stage, by lane 0 of each consumer warp
 // (warp_release); k_empty_arrivals: those of a K stage, the same, or in fwd_sm90.cu one per consumer thread
 // (warp_release's 32 at once where the thread's loads did not read the stage's payload).
-__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals = 128, unsigned q_arrivals = 128,
-                                               unsigned consumer_warps = 8, unsigned k_empty_arrivals = 8) {
+__device__ __forceinline__ void kv_stages_init(unsigned bars, unsigned full_arrivals, unsigned q_arrivals,
+                                               unsigned consumer_warps, unsigned k_empty_arrivals) {
   using namespace kv_stages;
   mbarrier_init(bars + 8 * Q_FULL, q_arrivals);
   for (int s = 0; s < 2; ++s) {
@@ -318,17 +318,6 @@ __device__ __forceinline__ void mask_tile_scores(float (&s)[NB][4], const TileMa
   if (tile_col0 + col_lo + 8 * NB > m.keys) mask_key_bound(s, tile_col0 + col, m.keys);
 }
 
-// Where the K stages' producers (produce_kv_stages, tma.cuh's produce_kv_stages_tma) put no payload: the dQ kernel.
-struct NoPayload {
-  struct Item {};
-  struct Copy {
-    const void* src;
-    unsigned dst, bytes;
-  };
-  __device__ __forceinline__ Item read(int) const { return {}; }
-  __device__ __forceinline__ int copies(const Item&, int, int, Copy (&)[2]) const { return 0; }
-};
-
 // The forward's partial-tile payloads, staged in shared memory beside the two K stages: a partial entry's copies
 // (its block's (min, max), 32 bytes, then its columns' intervals up to n_k, 16 bytes each; or its bit tile,
 // TILE_M / 8 bytes per column) land with its K tile, on the stage's K_FULL. The consumers' masks then read
@@ -340,7 +329,10 @@ template <int MASK, int TILE_M, int TILE_N>
 struct PayloadStages {
   static constexpr unsigned DATA = 32;  // the intervals or bits begin after the (min, max)
   static constexpr unsigned STAGE_BYTES = DATA + (TILE_M / 8 > 16 ? TILE_M / 8 : 16) * TILE_N;
-  using Copy = NoPayload::Copy;
+  struct Copy {  // one copy of a payload, from global memory to its stage
+    const void* src;
+    unsigned dst, bytes;
+  };
   struct Item {
     bool partial;
     int payload;
@@ -384,11 +376,11 @@ struct PayloadStages {
 // every copying thread's cp_async_arrive, so the producer never waits for its copies, only for a stage's release
 // before refilling it (as the copy engine's produce_kv_stages_tma); the consumers fence each tile after its wait. A
 // partial entry's payload (PayloadStages) is copied with its K tile.
-template <int TILE_N, int D, typename T, typename Payload = NoPayload>
+template <int TILE_N, int D, typename T, typename Payload>
 __device__ __forceinline__ void produce_kv_stages(unsigned bars, unsigned sK, unsigned sV, const T* gK, const T* gV,
                                                   long long k_sn, long long v_sn, const int* perm, int* row_table,
                                                   const int* __restrict__ blocks, int n_entries, int n_k, int tid,
-                                                  const Payload& payload = Payload{}) {
+                                                  const Payload& payload) {
   using namespace kv_stages;
   constexpr int TILE = TILE_N * SW128_COLUMNS<D> * 2;
 #pragma unroll 1
