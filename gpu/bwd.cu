@@ -86,8 +86,8 @@ __device__ __forceinline__ void for_row_pairs(const T* x_row, const T* y_row, in
 }
 
 // grid (ceil(n_k / PRE_ROWS), B * kv_heads): kv_bound[2 (b * kv_heads + h)] = max |K[b, h, j, d]| and [+ 1] = max
-// ||V[b, h, j]||, over the head's keys, as float bits (the fixed-point dQ's bound, dq_fixed_exponent). kv_bound is zeroed
-// before: atomicMax on the bits of non-negative floats orders them as floats.
+// ||V[b, h, j]||, over the head's keys, as float bits (the fixed-point dQ's bound, dq_fixed_exponent). kv_bound is
+// zeroed before: atomicMax on the bits of non-negative floats orders them as floats.
 template <typename T, int D>
 __global__ void __launch_bounds__(PRE_THREADS) bwd_kv_bound_kernel(
     const T* __restrict__ k, const T* __restrict__ v, int* __restrict__ kv_bound, long long k_sb, long long k_sh,

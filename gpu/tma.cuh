@@ -98,8 +98,8 @@ __device__ __forceinline__ void tma_store_tile(const TensorMap* map, unsigned s_
 
 // produce_kv_stages (wgmma.cuh) for plans without a node order, by one thread of the producer warpgroup: key blocks
 // blocks[0 .. n_entries) of KV head h of batch b through the tensor maps of K and V, into the two stages; a stage is
-// refilled after its release, and its FULL barrier (one arrival: kv_stages_init's full_arrivals 1) completes when the bytes
-// have landed, a partial entry's payload (PayloadStages) with its K tile.
+// refilled after its release, and its FULL barrier (one arrival: kv_stages_init's full_arrivals 1) completes when
+// the bytes have landed, a partial entry's payload (PayloadStages) with its K tile.
 template <int TILE_N, int D, typename Payload>
 __device__ __forceinline__ void produce_kv_stages_tma(unsigned bars, unsigned sK, unsigned sV, const TensorMap* k_map,
                                                       const TensorMap* v_map, int h, int b,
