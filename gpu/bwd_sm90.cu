@@ -328,11 +328,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup, which never waits
       // for its copies either (cp_async_arrive); the consumers fence them after their waits
-      load_rows_sw128_async<KB, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TokenRows{perm, k_sn, key0},
-                                            n_k - key0, tid);
-      load_rows_sw128_async<KB, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TokenRows{perm, v_sn, key0},
-                                            n_k - key0, tid);
+      // the block's keys through the row table too (then a barrier: the first step's rows overwrite it)
+      const int* keys = producer_rows<KB>(row_table, 0, perm, key0, n_k - key0, tid);
+      load_rows_sw128_async<KB, D, 128>(sK, k + b * k_sb + kv_head * k_sh, TableRows{keys, (int)k_sn}, n_k - key0,
+                                        tid);
+      load_rows_sw128_async<KB, D, 128>(sV, v + b * v_sb + kv_head * v_sh, TableRows{keys, (int)v_sn}, n_k - key0,
+                                        tid);
       cp_async_arrive(barrier(KV_FULL));
+      named_barrier_sync(PRODUCER_BARRIER, 128);
 #pragma unroll 1
       for (int i = 0;; ++i) {
         const int stage = i & 1;
