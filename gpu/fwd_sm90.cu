@@ -156,8 +156,10 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   const TileMasks masks{bit_pool, intervals, interval_minmax, n_k, n_nblocks, keys};
   // with a node order: the producer's two slots of rows (producer_rows), then the epilogue's TILE_M rows
   int* const row_table = reinterpret_cast<int*>(smem + (bars + 128 - smem_raw));
+  int* const o_table = row_table + 2 * 128;
 
-  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 128 : 1, 4 * CONSUMERS, 128 * CONSUMERS);
+  // Q_FULL with a node order: the 128 copying threads, then thread 0 once the epilogue's table is written
+  if (tid == 0) kv_stages_init(bars, PERM ? 128 : 1, PERM ? 129 : 1, 4 * CONSUMERS, 128 * CONSUMERS);
   __syncthreads();
 
   if (warpgroup == 0) {
@@ -171,17 +173,17 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
       cp_async_commit();
     };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async, announced by the copying threads
-      // a head's tokens (at most 128 of them) are looked up once, into the table's second slot (the first K tile
-      // takes the first, and the second K tile's lookup follows the first's barrier)
-      constexpr int Q_TABLE = TILE_M <= 128 ? TILE_M : 0;
-      if (Q_TABLE > 0 && pack == 1) {
-        const int* table = producer_rows<Q_TABLE>(row_table, 1, perm, row0, rows - row0, tid);
-        load_rows_sw128_async<Q_TABLE, D, 128>(sQ, q + b * q_sb + h * q_sh, TableRows{table, (int)q_sn},
-                                               rows - row0, tid);
+      // a head's tokens are looked up once, into the epilogue's table, which serves Q's copies, the LSE and O's
+      // stores; thread 0's arrival after the table's barrier releases it to the consumers
+      if (pack == 1) {
+        producer_rows<TILE_M>(o_table, 0, perm, row0, rows - row0, tid);
+        load_rows_sw128_async<TILE_M, D, 128>(sQ, q + b * q_sb + h * q_sh, TableRows{o_table, (int)q_sn},
+                                              rows - row0, tid);
       } else {
         load_q_rows();
       }
       cp_async_arrive(barrier(Q_FULL));
+      if (tid == 0) mbarrier_arrive(barrier(Q_FULL));
       produce_kv_stages<TILE_N, D>(bars, sK, sV, k + b * k_sb + kv_head * k_sh, v + b * v_sb + kv_head * v_sh,
                                    k_sn, v_sn, perm, row_table, col_idx + e_begin, n_entries, n_k, tid, payload);
     } else {  // tiles of consecutive rows: the copy engine, one thread, and Q_FULL's one arrival
@@ -350,15 +352,6 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   // Epilogue: normalise; splits store float32 partials ([split][head group][row]) straight from registers; the whole
   // row list stages this warpgroup's rows through its own rows of sQ (swizzled as Q: conflict-free for the fragment
   // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
-  // a head's rows through a node order: looked up once a row into the epilogue's table (the loads in flight while
-  // O is staged; the barrier before the stores orders them), not once a stored chunk
-  int* const o_table = row_table + 2 * 128;
-  if constexpr (PERM) {
-    if (pack == 1 && ctid < 64) {
-      const int r = warp_row0 - tile_row + 64 * consumer + ctid;
-      o_table[64 * consumer + ctid] = r < rows ? caller_token(perm, r) : 0;
-    }
-  }
   float inv_sum[2], row_lse[2];
   softmax.finish(scale_log2, inv_sum, row_lse);
   const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta(m_levels).head_group;
@@ -375,7 +368,9 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
       }
       if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
     } else if (t_lane == 0) {
-      lse[((long long)b * heads + h) * n_q + PackedRows{pack, n_q, 1, perm}(r)] = row_lse[half];
+      const long long token =
+          PERM && pack == 1 ? o_table[tile_row + g_lane + 8 * half] : PackedRows{pack, n_q, 1, perm}(r);
+      lse[((long long)b * heads + h) * n_q + token] = row_lse[half];
     }
   }
   if (num_splits > 1) return;

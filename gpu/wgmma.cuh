@@ -207,16 +207,20 @@ struct ServesEveryRow<TableRows> {  // producer_rows fills every row of the tabl
 
 // The caller rows (common.cuh's caller_token) of rows [row0, row0 + ROWS) of the plan's order, for a tile the
 // producer warpgroup (tid < 128) is about to copy: one coalesced lookup per tile, not one dependent load per copied
-// chunk (that cost graph plans twice the kernel time); rows past rows_valid get caller row 0. The first ROWS threads
-// each fill one entry of slot `slot` of `table` (two slots of ROWS ints, used in turn: a thread refills a slot only
+// chunk (that cost graph plans twice the kernel time); rows past rows_valid get caller row 0. Producer thread t fills
+// entries t, t + 128 of slot `slot` of `table` (two slots of ROWS ints, used in turn: a thread refills a slot only
 // after every producer thread has passed the barrier after the slot's previous tile, so has finished reading it;
-// `table` is the ROW_TABLE_BYTES after the kernel's layout).
+// `table` is the ROW_TABLE_BYTES after the kernel's layout, or fwd_sm90.cu's epilogue table).
 template <int ROWS>
 __device__ __forceinline__ const int* producer_rows(int* table, int slot, const int* perm, int row0, int rows_valid,
                                                     int tid) {
-  static_assert(ROWS <= 128 && 2 * ROWS * 4 <= ROW_TABLE_BYTES, "one entry per producer thread");
+  static_assert(ROWS <= 192 && 2 * ROWS * 4 <= ROW_TABLE_BYTES, "two entries at most per producer thread");
   int* rows = table + slot * ROWS;
-  if (tid < ROWS) rows[tid] = tid < rows_valid ? __ldg(perm + row0 + tid) : 0;
+#pragma unroll
+  for (int pass = 0; pass < ROWS; pass += 128) {
+    const int i = pass + tid;
+    if (i < ROWS) rows[i] = i < rows_valid ? __ldg(perm + row0 + i) : 0;
+  }
   named_barrier_sync(PRODUCER_BARRIER, 128);
   return rows;
 }
