@@ -2,7 +2,7 @@
 side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
-        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default} D N H [WORKLOAD]
+        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
     python3 scripts/ncu_forward.py time D N H [WORKLOAD ...]
 
@@ -12,7 +12,8 @@ at the training tile, ``ours_192`` at the forward-only tile (``tile_for(..., tra
 on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at the training tile; ``fa4_128`` /
 ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the 128 x 128 tile or at its
 own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
-(``../shared/peers/fa4-wheels.sh``). ``time``: triton's ``do_bench`` medians of those that apply, in one process.
+(``../shared/peers/fa4-wheels.sh``); ``fa4_window`` (workload swa): FlashAttention-4's causal sliding window of
+WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``. ``time``: triton's ``do_bench`` medians of those that apply, in one process.
 bf16, B = 1, H heads of D over N tokens.
 """
 
@@ -42,7 +43,7 @@ def ours(d, n, h, workload, training=True, backward=False):
     return lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)
 
 
-def fa4(d, n, h, tile, causal):
+def fa4(d, n, h, tile, causal, window=None):
     import torch
     from flash_attn.cute import interface
 
@@ -50,12 +51,18 @@ def fa4(d, n, h, tile, causal):
     options = {}
     if tile is not None and "tile_mn" in inspect.signature(interface._flash_attn_fwd).parameters:
         options["tile_mn"] = tile
+    if window is not None:
+        options.update(window_size_left=window, window_size_right=0)
     return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, **options)
 
 
 def make(which, d, n, h, workload):
     if which.startswith("ours"):
         return ours(d, n, h, workload, training=which != "ours_192", backward=which == "ours_bwd")
+    if which == "fa4_window":
+        if workload != "swa":
+            raise ValueError(f"fa4_window is the peer of swa, not of {workload}")
+        return fa4(d, n, h, None, True, window=1023)
     if workload not in ("full", "causal"):
         raise ValueError(f"FlashAttention-4 runs full and causal, not {workload}")
     return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
@@ -70,7 +77,8 @@ def main():
 
         for workload in workloads:
             names = ["ours", "ours_192"] if d <= 64 else ["ours"]
-            for name in names + (["fa4_128", "fa4_default"] if workload in ("full", "causal") else []):
+            peers = {"full": ["fa4_128", "fa4_default"], "causal": ["fa4_128", "fa4_default"], "swa": ["fa4_window"]}
+            for name in names + peers.get(workload, []):
                 try:
                     fn = make(name, d, n, h, workload)
                     fn()

@@ -3,21 +3,21 @@
 # The GPU tests of the forward and backward on main (routine; they take ~385 s, more on a machine that compiles
 # from scratch), with the SM clock and power sampled beside them: this H100 drifts 15-20% under sustained load
 # (performance.md, "the H100's drift"), and the samples say how far a run's clocks moved.
-# Open leads (performance.md, 2026-11-27 late):
-# - O by the copy engine gained 1-2% on short rows (merged); the rest of the per-CTA gap to FA4 is the staging,
-#   barrier and LSE, or a persistent kernel for short-row plans;
+# Open leads (performance.md, 2026-11-28, "where a sliding window's forward loses to FlashAttention-4"):
+# - branch fwd-uniform-consumer (not on main, not run on a GPU): the consumer warpgroup's index by __shfl_sync, so
+#   the wgmma descriptors stay in uniform registers (no R2UR in the forward's key loop, bwd 57 -> 8); its A/B and
+#   tests are docs/bench/next/uniform_consumer.sh on that branch, one call;
+# - the sliding window is the one sparse workload over the 0.9x lines (fwd 1.11x, fwd+bwd 1.03x Flex FLASH at 16k
+#   D = 128): its interval masks cost ~325 instructions a partial tile a warp against FA4's ~126, 4.5% of its
+#   forward at most (masks compiled out); a one-sided test where a warp's rows need only one (the staged per-block
+#   (min, max) says which) would bring them near FA4's; the rest is per CTA (a prologue of 267 instructions in all
+#   12 warps against FA4's 19; FA4's Hopper forward is not persistent);
 # - the deterministic backward is the one pass in fixed point now (1.00-1.05x the default on dense D = 128); its
-#   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K (the CTA's KV head is
-#   fixed, so a consumer could take its columns' exponents once) would keep K's outlier channels from costing the
-#   other channels bits, if real models show rows where that matters; the mma.sync kernels (sm_80, sm_89) keep two
-#   passes, and the same integer reductions (red.global.add.s32) could make them one pass too, measured on the
-#   H100's MASKATTN_SM90=0 path first;
-# - plans with a node order (performance.md, "fed at the speed of plain tiles"): the perm forward is 1.3x its
-#   plan-order twin now (was 2x); left: the backward's K and V, gathered once per CTA by per-chunk lookups
-#   (branch bwd-kv-table puts them through the row table: its checks and A/B are docs/bench/next/bwd_kv_table.sh
-#   on that branch, one call, not run yet), bwd_dq_convert's per-row perm lookups. The backward producer keeps 40
-#   registers for perm plans: 24 spills 12-32 bytes at D = 64 and 128 (nvcc, 2026-11-28). graph_rcm's D = 64 backward read 0.69-1.03x of 5acf51c across three calls: rerun it in turns. FA4 / Flex
-#   FLASH were not in the process for graph_rcm after the change.
+#   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K would keep K's outlier
+#   channels from costing the other channels bits, if real models show rows where that matters; the mma.sync kernels
+#   (sm_80, sm_89) keep two passes, and the same integer reductions could make them one pass too;
+# - node orders: bwd_dq_convert's per-row perm lookups; the backward producer keeps 40 registers for perm plans
+#   (24 spills 12-32 bytes at D = 64 and 128).
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
