@@ -1,4 +1,5 @@
-# mbarrier_wait with try_wait's suspend-time hint (the tree) against main without it (.whl/basetree = 7c57f48):
+# mbarrier_wait with try_wait's suspend-time hint (the tree: main with variants/wait_hint.diff applied) against main
+# without it (.whl/basetree = 7c57f48):
 # kernel_ab in turns, then the forward and backward GPU tests as far as the time allows.
 set -uo pipefail
 export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
