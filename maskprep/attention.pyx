@@ -420,9 +420,9 @@ def attention_backward(do, q, k, v, out, lse, plan, double scale, int threads=1,
 
     Notes
     -----
-    Deterministic: a result does not depend on how the work fell to the threads. With fewer (batch, head) pairs
-    than threads can share evenly, each pair's key blocks are split into ranges whose dq shares are summed in
-    order, so dq's rounding depends on ``threads``.
+    Deterministic: a result does not depend on how the work fell to the threads. With fewer than 8 (batch, head)
+    pairs a thread, each pair's key blocks are split into ranges whose dq shares are summed in order, so dq's
+    rounding depends on ``threads``.
     """
     cdef AttentionProblem p
     q, k, v = _inputs(&p, q, k, v)

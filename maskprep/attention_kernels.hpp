@@ -723,6 +723,7 @@ struct Call {
   // backward bookkeeping
   int64_t chunks = 1;          // key-block ranges per (batch, head)
   int64_t* chunk_begin = nullptr;  // (G, chunks + 1)
+  int64_t* chunk_rows = nullptr;   // (G, chunks, 2): the first and last query block a range's entries name
   T* dq_acc = nullptr;         // (B * H, chunks, M * tm, Dp)
   T* dkh = nullptr;            // GQA: (B * H, N * tnp, Dp) per query head, summed afterwards
   T* dvh = nullptr;
@@ -1504,6 +1505,11 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   const int64_t Mq = c.M * c.tm;
   BackwardScratch<T> w(c, thread);
   T* dq = c.dq_acc + (bh * c.chunks + chunk) * Mq * c.Dp;
+  // only the query blocks the range's entries name, zeroed by the unit's thread: not the whole buffer in one thread
+  // before the units, while the other waited (shared_question at 4096, 2 threads: about 1 ms a call)
+  const int64_t* touched = c.chunk_rows + 2 * (c.group(b, h) * c.chunks + chunk);
+  if (touched[0] <= touched[1])
+    std::memset(dq + touched[0] * c.tm * c.Dp, 0, (touched[1] + 1 - touched[0]) * c.tm * c.Dp * sizeof(T));
   const T* qp = c.qp + bh * Mq * c.Dp;
   const T* dop = c.dop + bh * Mq * c.Dp;
   const T* lse2 = c.lse2 + 2 * bh * Mq;
@@ -1599,20 +1605,25 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
   }
 }
 
-// dQ rows of query block m of (batch, head) bh: the ranges' shares summed in order, times scale, in caller order.
+// dQ rows of query block m of (batch, head) bh: the shares of the ranges that name the block summed in order (the
+// others' are zeros), times scale, in caller order.
 template <class T>
 void finish_dq(Call<T>& c, int64_t unit) {
   const AttentionProblem& p = c.p;
   const int64_t bh = unit / c.M, m = unit % c.M;
   const int64_t Mq = c.M * c.tm;
+  const int64_t* touched = c.chunk_rows + 2 * c.group(bh / p.H, bh % p.H) * c.chunks;
   const T scale = static_cast<T>(p.scale);
   for (int64_t r = m * c.tm; r < imin(p.n_q, (m + 1) * c.tm); ++r) {
     T* dst = static_cast<T*>(p.dq) + (bh * p.n_q + c.token(r)) * p.D;
     const T* src = c.dq_acc + (bh * c.chunks * Mq + r) * c.Dp;
-    for (int64_t d = 0; d < p.D; ++d) dst[d] = src[d];
-    for (int64_t i = 1; i < c.chunks; ++i)
-      for (int64_t d = 0; d < p.D; ++d) dst[d] += src[i * Mq * c.Dp + d];
-    for (int64_t d = 0; d < p.D; ++d) dst[d] *= scale;
+    bool first = true;
+    for (int64_t i = 0; i < c.chunks; ++i) {
+      if (m < touched[2 * i] || m > touched[2 * i + 1]) continue;
+      for (int64_t d = 0; d < p.D; ++d) dst[d] = first ? src[i * Mq * c.Dp + d] : dst[d] + src[i * Mq * c.Dp + d];
+      first = false;
+    }
+    for (int64_t d = 0; d < p.D; ++d) dst[d] = first ? T(0) : dst[d] * scale;
   }
 }
 
@@ -1646,11 +1657,12 @@ void run_backward(const AttentionProblem& p, int threads) {
   c.element_direct = p.D == c.De;
   threads = useful_threads(c, threads);
   const int64_t groups = p.mask_B * p.mask_H, Mq = c.M * c.tm;
-  // Enough work units for every thread: whole (batch, head)s when they divide among the threads or are many, else
-  // each (batch, head)'s key blocks in ranges of about equal entries, each with a dQ buffer of its own.
-  if (threads > 1 && c.BH % threads != 0 && c.BH < 4 * threads)
-    c.chunks = imax(1, imin(c.N, (4 * threads + c.BH - 1) / c.BH));
-  Buffer<int64_t> bounds(groups * (c.chunks + 1));
+  // Enough work units for every thread: whole (batch, head)s where there are many, else each (batch, head)'s key
+  // blocks in ranges of about equal entries, each with a dQ buffer of its own. At least 8 units a thread even where
+  // the (batch, head)s divide evenly: the two cores of the development host ran the same unit 10-30% apart in speed,
+  // and with 4 units each the faster one idled 9-13 ms of a 60-80 ms backward (shared_question at 4096).
+  if (threads > 1 && c.BH < 8 * threads) c.chunks = imax(1, imin(c.N, (8 * threads + c.BH - 1) / c.BH));
+  Buffer<int64_t> bounds(groups * (c.chunks + 1)), touched(groups * c.chunks * 2);
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t* col_ptr = p.plan.col_ptr + g * (c.N + 1);
     const int64_t total = col_ptr[c.N] - col_ptr[0];
@@ -1661,15 +1673,21 @@ void run_backward(const AttentionProblem& p, int threads) {
       while (n < c.N && (col_ptr[n] - col_ptr[0]) * c.chunks < total * (i + 1)) ++n;
     }
     b[c.chunks] = c.N;
+    for (int64_t i = 0; i < c.chunks; ++i) {
+      int64_t* rows = touched.data + 2 * (g * c.chunks + i);
+      rows[0] = c.M, rows[1] = -1;
+      for (int64_t e = col_ptr[b[i]]; e < col_ptr[b[i + 1]]; ++e)
+        rows[0] = imin(rows[0], p.plan.row_idx[e]), rows[1] = imax(rows[1], p.plan.row_idx[e]);
+    }
   }
-  c.chunk_begin = bounds.data;
+  c.chunk_begin = bounds.data, c.chunk_rows = touched.data;
   const int64_t kv_tiles = p.B * p.Hk * c.N * c.Dp * c.tnp, kv_rows = p.B * p.Hk * c.N * c.tn * c.Dp;
   bool tiles = !p.bwd_sparse, elements = false;  // which paths run, as in run_forward
   for (int64_t i = 0; p.bwd_sparse && i < groups * c.N; ++i) (p.bwd_sparse[i] ? elements : tiles) = true;
   const bool keys = c.packs_rows(tiles, elements), values = c.packs_rows(false, elements);
   Buffer<T> kt(tiles ? kv_tiles : 0), vt(tiles ? kv_tiles : 0), kp(keys ? kv_rows : 0), vp(values ? kv_rows : 0);
   Buffer<T> qp(c.BH * Mq * c.Dp), dop(c.BH * Mq * c.Dp), lse2(2 * c.BH * Mq), delta(c.BH * Mq);
-  Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp, true);
+  Buffer<T> dq_acc(c.BH * c.chunks * Mq * c.Dp);
   const int64_t head_keys = c.rep > 1 ? c.BH * c.N * c.tnp * c.Dp : 0;
   Buffer<T> dkh(head_keys), dvh(head_keys);
   c.kt = tiles ? kt.data : nullptr, c.vt = tiles ? vt.data : nullptr;

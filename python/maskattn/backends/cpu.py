@@ -93,8 +93,8 @@ def backward(do, q, k, v, out, lse, plan, scale: float, *, check_finite: bool = 
     """Gradients of :func:`forward` with respect to q, k and v; the signature and results of
     :func:`.reference.backward` (dk, dv summed over the query heads of a KV head).
 
-    Deterministic: the same inputs and ``threads`` give the same bits on every run (with fewer (batch, head) pairs
-    than threads can share evenly, dq is summed over ranges of key blocks whose number follows ``threads``).
+    Deterministic: the same inputs and ``threads`` give the same bits on every run (with fewer than 8 (batch, head)
+    pairs a thread, dq is summed over ranges of key blocks whose number follows ``threads``).
     """
     return _kernels.attention_backward(do, q, k, v, out, lse, plan, float(scale), threads=_threads(threads), isa=isa,
                                        lists=element_lists(plan), check_finite=check_finite)
