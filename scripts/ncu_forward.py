@@ -13,8 +13,8 @@ on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at
 ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the 128 x 128 tile or at its
 own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``); ``fa4_window`` (workload swa): FlashAttention-4's causal sliding window of
-WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``. ``time``: triton's ``do_bench`` medians of those that apply, in one process.
-bf16, B = 1, H heads of D over N tokens.
+WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``. ``time``:
+triton's ``do_bench`` medians of those that apply, in one process. bf16, B = 1, H heads of D over N tokens.
 """
 
 import inspect
@@ -56,6 +56,10 @@ def fa4(d, n, h, tile, causal, window=None):
     return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, **options)
 
 
+# FlashAttention-4's runs beside ours, by workload (``time``)
+FA4_PEERS = {"full": ["fa4_128", "fa4_default"], "causal": ["fa4_128", "fa4_default"], "swa": ["fa4_window"]}
+
+
 def make(which, d, n, h, workload):
     if which.startswith("ours"):
         return ours(d, n, h, workload, training=which != "ours_192", backward=which == "ours_bwd")
@@ -77,8 +81,7 @@ def main():
 
         for workload in workloads:
             names = ["ours", "ours_192"] if d <= 64 else ["ours"]
-            peers = {"full": ["fa4_128", "fa4_default"], "causal": ["fa4_128", "fa4_default"], "swa": ["fa4_window"]}
-            for name in names + peers.get(workload, []):
+            for name in names + FA4_PEERS.get(workload, []):
                 try:
                     fn = make(name, d, n, h, workload)
                     fn()
