@@ -3,15 +3,13 @@
 # The GPU tests of the forward and backward on main (routine; they take ~385 s, more on a machine that compiles
 # from scratch), with the SM clock and power sampled beside them: this H100 drifts 15-20% under sustained load
 # (performance.md, "the H100's drift"), and the samples say how far a run's clocks moved.
-# Open leads (performance.md, 2026-11-28, "where a sliding window's forward loses to FlashAttention-4"):
-# - branch fwd-uniform-consumer (not on main, not run on a GPU): the consumer warpgroup's index by __shfl_sync, so
-#   the wgmma descriptors stay in uniform registers (no R2UR in the forward's key loop, bwd 57 -> 8); its A/B and
-#   tests are docs/bench/next/uniform_consumer.sh on that branch, one call;
+# Open leads (performance.md, 2026-11-28, "where a sliding window's forward loses to FlashAttention-4" and "fewer
+# instructions per tile do not make the short rows faster"):
 # - the sliding window is the one sparse workload over the 0.9x lines (fwd 1.11x, fwd+bwd 1.03x Flex FLASH at 16k
-#   D = 128): its interval masks cost ~325 instructions a partial tile a warp against FA4's ~126, 4.5% of its
-#   forward at most (masks compiled out); a one-sided test where a warp's rows need only one (the staged per-block
-#   (min, max) says which) would bring them near FA4's; the rest is per CTA (a prologue of 267 instructions in all
-#   12 warps against FA4's 19; FA4's Hopper forward is not persistent);
+#   D = 128); fewer instructions in the key loop (uniform descriptors) and in the masks (one-sided tests) gained
+#   nothing, so what is left is per CTA (the epilogue, ~1.8 us of our ~3 us extra a CTA): a CTA holds the whole
+#   register file, so nothing overlaps its epilogue; what has been tried against it (persistent static and dynamic,
+#   O by the copy engine, one plan read per CTA, tensor-map prefetch) gained less than the spread;
 # - the deterministic backward is the one pass in fixed point now (1.00-1.05x the default on dense D = 128); its
 #   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K would keep K's outlier
 #   channels from costing the other channels bits, if real models show rows where that matters; the mma.sync kernels
