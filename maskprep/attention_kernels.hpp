@@ -562,6 +562,7 @@ constexpr int64_t PANEL = NV * Simd<T>::W;
 // tile of the score products is wider (AVX-512's 32 keys), it is computed where any of its groups is seen, and the
 // softmax and P V take only the groups seen.
 constexpr int64_t KG = KB / 2;
+static_assert(KG % MR == 0, "a group of KG rows holds whole register tiles of rows");
 constexpr uint64_t ALL_BLOCKS = ~uint64_t(0);
 
 // Whether `seen` (bit g: key group g) names a key of the column tile of the score products at column j
@@ -927,11 +928,11 @@ void mask_intervals(T* s, int64_t ld, int64_t rows, int64_t r0, int64_t cols, co
 
 // Which register tiles of a PARTIAL tile hold a visible element: vis[r / MR] bit (j / KG) for row r and key j (bits:
 // exactly; intervals: each key group's rows from the first to the last visible one, a bound); vis_t[j / KG] bit
-// (r / KB) the same by key group and blocks of KB rows, for the transposed products of the backward (where vis_t is
-// not null). Products skip
-// the rest (whose probabilities and score gradients are 0). mixed: those of vis that hold a masked element, the only
-// ones the mask has to touch (about half of shared_question's visible ones at 4096: the others lie wholly inside a
-// document, question or answer). rows: valid rows of the tile; cols: valid keys.
+// (r / KG) the same by key group and groups of KG rows, for the transposed products of the backward (where vis_t is
+// not null), whose K steps are those rows (by 32 rows, shared_question's dV and dK products at 4096 computed 4% more
+// pairs). Products skip the rest (whose probabilities and score gradients are 0). mixed: those of vis that hold a
+// masked element, the only ones the mask has to touch (about half of shared_question's visible ones at 4096: the
+// others lie wholly inside a document, question or answer). rows: valid rows of the tile; cols: valid keys.
 template <class T>
 void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t payload, int64_t rows, int64_t cols,
                      uint64_t* vis, uint64_t* mixed, uint64_t* vis_t) {
@@ -986,7 +987,7 @@ void tile_visibility(const Call<T>& c, int64_t g, int64_t m, int64_t n, int32_t 
   for (int64_t kg = 0; vis_t && kg < (c.tnp + KG - 1) / KG; ++kg) {
     vis_t[kg] = 0;
     for (int64_t rg = 0; rg < groups; ++rg)
-      if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KB);
+      if ((vis[rg] >> kg) & 1) vis_t[kg] |= uint64_t(1) << (rg * MR / KG);
   }
 }
 
@@ -1578,8 +1579,8 @@ void backward_unit(Call<T>& c, int64_t unit, int thread) {
         }
       }
       // dV += P^T dO, dK += dS^T Q, dQ += dS K (dK and dQ times scale at the end)
-      gemm<T, true>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp, query_blocks);
-      gemm<T, true>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp, query_blocks);
+      gemm<T, true, KG>(cols_p, c.Dp, rows_p, w.s, 1, c.tnp, dout, c.Dp, w.dv, c.Dp, query_blocks);
+      gemm<T, true, KG>(cols_p, c.Dp, rows_p, w.dp, 1, c.tnp, q, c.Dp, w.dk, c.Dp, query_blocks);
       gemm<T, true, KG>(rows_p, c.Dp, cols, w.dp, c.tnp, 1, c.key_rows(bk, n), c.key_ld(), dq + r0 * c.Dp, c.Dp,
                            key_blocks);
     }
