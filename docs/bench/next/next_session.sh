@@ -9,7 +9,10 @@
 #   D = 128); fewer instructions in the key loop (uniform descriptors) and in the masks (one-sided tests) gained
 #   nothing, so what is left is per CTA (the epilogue, ~1.8 us of our ~3 us extra a CTA): a CTA holds the whole
 #   register file, so nothing overlaps its epilogue; what has been tried against it (persistent static and dynamic,
-#   O by the copy engine, one plan read per CTA, tensor-map prefetch) gained less than the spread;
+#   O by the copy engine, one plan read per CTA, tensor-map prefetch) gained less than the spread; timestamps in the
+#   kernel (2026-11-28, "Where a forward CTA's time goes") put 3.3 us of the window's 19.3 us CTA before its first K
+#   tile lands, 1.8 us of them before the first K copy is even issued, whatever the barriers' order:
+#   docs/bench/next/cta_producer_stamps.sh splits those 1.8 us between the plan's reads and Q's copy (one call);
 # - the deterministic backward is the one pass in fixed point now (1.00-1.05x the default on dense D = 128); its
 #   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K would keep K's outlier
 #   channels from costing the other channels bits, if real models show rows where that matters; the mma.sync kernels
