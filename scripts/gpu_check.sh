@@ -9,26 +9,12 @@
 #        MASKATTN_NCU=1 bash scripts/gpu_check.sh   # instead of tests and timing: Nsight Compute on one forward
 #                                                   # launch (bf16, D=128, n=8192, full mask) -> $OUT/ncu.txt
 set -uo pipefail
-OUT=${OUT:-/tmp/maskattn-gpu}
-mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/maskattn-cupy-cache}
-
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
-{ python3 -c "import cupy, numpy, Cython; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'Cython', Cython.__version__)"
-  echo "meson $(meson --version) ninja $(ninja --version)"; } 2>&1 | tee -a "$OUT/device.txt"
-
 echo "== build"
-if ! python3 -m pip install --no-build-isolation --no-deps --no-index -q . >"$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"
-  exit 1
-fi
+source scripts/gpu_install.sh || exit 1
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import cupy, numpy, Cython; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'Cython', Cython.__version__)"
+  echo "meson $(meson --version) ninja $(ninja --version)"; } 2>&1 | tee "$OUT/device.txt"
 
 if [ "${MASKATTN_NCU:-0}" = 1 ]; then
   cat >/tmp/maskattn_ncu.py <<'EOF'

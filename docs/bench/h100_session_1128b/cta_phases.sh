@@ -2,11 +2,7 @@
 # the meson-python wheels, .whl/basetree (git archive of main) and .whl/v/stamps/gpu (main's gpu/ with
 # variants/cta_stamps.diff applied).
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-nvidia-smi --query-gpu=name --format=csv,noheader
+source scripts/gpu_install.sh || exit 1
 cd scripts
 timeout 200 python3 kernel_ab.py ../.whl/basetree/gpu --rounds 1 --only "fwd swa 16k,fwd doc_causal 16k,fwd causal 16k D=128,fwd full 16k D=128" > $OUT/ab.md 2> $OUT/ab.log
 echo "ab rc $?"; cat $OUT/ab.md

@@ -2,11 +2,7 @@
 # per-CTA phases of both (probe builds .whl/v/stamps_main/gpu and .whl/v/stamps_early/gpu: variants/cta_stamps.diff
 # on each), then kernel_ab.py in turns, then the forward's GPU tests and compute-sanitizer on the tree.
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-nvidia-smi --query-gpu=name --format=csv,noheader
+source scripts/gpu_install.sh || exit 1
 cd scripts
 for side in main early; do
   echo "== stamps $side"

@@ -4,11 +4,7 @@
 # git archive of main (host: rm -rf .whl/basetree && mkdir -p .whl/basetree && git archive main meson.build
 # pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/basetree).
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-nvidia-smi --query-gpu=name --format=csv,noheader
+source scripts/gpu_install.sh || exit 1
 (cd scripts && timeout 330 python3 kernel_ab.py ../.whl/basetree/gpu ../.whl/v/checked/gpu --rounds 3 --backward --only "fwd swa,fwd doc_causal,fwd shared_question,fwd causal 16k D=128,bwd swa,bwd doc_causal,bwd shared_question" > $OUT/ab.md 2> $OUT/ab.log)
 echo "ab rc $?"; cat $OUT/ab.md
 for tool in memcheck racecheck synccheck; do

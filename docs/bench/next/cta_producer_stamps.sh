@@ -8,11 +8,7 @@
 # If the reads take most of it, a plan that gives each CTA its coordinates in one read (or none, for a uniform
 # schedule) is the change to try; if Q's and K's copies do, their order and the tensor maps' first use are.
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-nvidia-smi --query-gpu=name --format=csv,noheader
+source scripts/gpu_install.sh || exit 1
 cd scripts
 MASKATTN_KERNEL_SOURCES=$PWD/../.whl/v/stamps_fine/gpu timeout 200 python3 \
     ../docs/bench/h100_session_1128b/probe_cta_phases.py fine --producer 2>&1 | tee $OUT/phases_fine.txt

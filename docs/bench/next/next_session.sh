@@ -20,11 +20,7 @@
 # - node orders: bwd_dq_convert's per-row perm lookups; the backward producer keeps 40 registers for perm plans
 #   (24 spills 12-32 bytes at D = 64 and 128).
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+source scripts/gpu_install.sh || exit 1
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 2000 > $OUT/clocks.csv &
 sampler=$!
 timeout 520 python3 -m pytest -q -x tests/gpu/test_forward.py tests/gpu/test_backward.py > $OUT/pytest.log 2>&1
