@@ -12,7 +12,11 @@
 #   O by the copy engine, one plan read per CTA, tensor-map prefetch) gained less than the spread; timestamps in the
 #   kernel (2026-11-28, "Where a forward CTA's time goes") put 3.3 us of the window's 19.3 us CTA before its first K
 #   tile lands, 1.8 us of them before the first K copy is even issued, whatever the barriers' order:
-#   docs/bench/next/cta_producer_stamps.sh splits those 1.8 us between the plan's reads and Q's copy (one call);
+#   the plan's reads are in by 1.03 us, Q's copy goes out at 1.78 (call 5); docs/bench/next/cta_producer_stamps.sh
+#   splits the 0.75 us between them (the barriers' set-up, __syncthreads, setmaxnreg), one call of about a minute;
+# - scripts/gpu_timing.py's median_ms (kernel_ab.py's timer) synchronises after every call, so each sample holds the
+#   call's host work and launch: 20-50 us on the window's 311 us kernel (performance.md, 2026-11-28); timing a burst
+#   of calls between two events would take it out of the A/B ratios and their noise (check it against do_bench);
 # - the deterministic backward is the one pass in fixed point now (1.00-1.05x the default on dense D = 128); its
 #   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K would keep K's outlier
 #   channels from costing the other channels bits, if real models show rows where that matters; the mma.sync kernels
