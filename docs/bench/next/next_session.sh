@@ -14,8 +14,9 @@
 #   tile lands, 1.8 us of them before the first K copy is even issued, whatever the barriers' order:
 #   the plan's reads are in by 1.03 us, Q's copy goes out at 1.78 (call 5); docs/bench/next/cta_producer_stamps.sh
 #   splits the 0.75 us between them (the barriers' set-up, __syncthreads, setmaxnreg), one call of about a minute;
-#   branch fwd-q-first (compiled, not run on a GPU) issues Q's copy before __syncthreads and setmaxnreg, by the
-#   thread that set up its barrier: docs/bench/next/fwd_q_first.sh on that branch runs its A/B, tests, sanitizers;
+#   branch fwd-q-first (compiled, not run on a GPU) issues Q's and the first two K and V copies before __syncthreads
+#   and setmaxnreg, by the thread that set up their barriers: docs/bench/next/fwd_q_first.sh on that branch runs its
+#   A/B, forward tests and sanitizers in one call;
 # - scripts/gpu_timing.py's median_ms (kernel_ab.py's timer) synchronises after every call, so each sample holds the
 #   call's host work and launch: 20-50 us on the window's 311 us kernel (performance.md, 2026-11-28); timing a burst
 #   of calls between two events would take it out of the A/B ratios and their noise (check it against do_bench);
