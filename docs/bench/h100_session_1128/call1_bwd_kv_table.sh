@@ -4,10 +4,7 @@
 #       maskprep gpu README.md | tar -x -C .whl/basetree
 #   bash docs/bench/next/bwd_kv_table.sh
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+source scripts/gpu_install.sh || exit 1
 timeout 200 python3 -m pytest -q -x tests/gpu/test_backward.py -k "graph_rcm or dilated" > $OUT/pytest_perm.log 2>&1
 echo "tests rc $?"; tail -n 2 $OUT/pytest_perm.log
 for tool in racecheck synccheck memcheck; do

@@ -1,10 +1,7 @@
 # The node-order forward's rows looked up once, by the producer, into the epilogue's table (Q's copies, the LSE and
 # O's stores read it): the perm forward tests, the sanitizers on perm plans, and the A/B against main (.whl/basetree).
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+source scripts/gpu_install.sh || exit 1
 timeout 200 python3 -m pytest -q -x tests/gpu/test_forward.py -k "graph_rcm or dilated or rejects" > $OUT/pytest_perm.log 2>&1
 echo "tests rc $?"; tail -n 2 $OUT/pytest_perm.log
 for tool in racecheck synccheck memcheck; do

@@ -2,12 +2,9 @@
 # the same tiles, one launch each after warm-ups; then both timed by do_bench. Device call 2 of the FA4 carry
 # (.peers/b; call 1 copied .peers/a to /tmp/fa4), with .whl carried.
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
 source .peers/b/install.sh || exit 1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PYTHONPATH
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > /tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
-nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/run.log
+source scripts/gpu_install.sh || exit 1
+nvidia-smi --query-gpu=name --format=csv,noheader > $OUT/run.log
 cd scripts
 for w in ours fa4_window; do
   timeout 200 ncu --clock-control none --profile-from-start off --set full -o $OUT/$w python3 ncu_forward.py $w 128 16384 16 swa >> $OUT/run.log 2>&1

@@ -2,11 +2,7 @@
 # without it (.whl/basetree = 7c57f48):
 # kernel_ab in turns, then the forward and backward GPU tests as far as the time allows.
 set -uo pipefail
-export OUT PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/maskattn-cupy-cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/meson*.whl .whl/pyproject*.whl || exit 1
-export PYTHONPATH=/tmp/site
-python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-nvidia-smi --query-gpu=name --format=csv,noheader
+source scripts/gpu_install.sh || exit 1
 (cd scripts && timeout 180 python3 kernel_ab.py ../.whl/basetree/gpu --rounds 2 --backward --only "fwd full 16k D=128,fwd causal 16k D=128,fwd swa,fwd doc_causal,fwd full 8k D=64,fwd shared_question,bwd full 16k D=128,bwd swa,bwd causal 16k D=128" > $OUT/ab.md 2> $OUT/ab.log)
 echo "ab rc $?"; cat $OUT/ab.md; tail -2 $OUT/ab.log | cut -c1-300
 timeout 120 python3 -m pytest -q -x tests/gpu/test_forward.py tests/gpu/test_backward.py > $OUT/pytest.log 2>&1
