@@ -23,17 +23,22 @@ from maskattn.backends.cuda import kernels
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def median_ms(fn, warmup=3, reps=20):
+def median_ms(fn, warmup=3, reps=20, burst=5):
+    """One call's time: the median over ``reps`` samples, each the mean of a burst of ``burst`` calls between two
+    events. Within a burst the host queues a call while the one before runs, so a sample holds the GPU's time and
+    not the host's (a sample of one call synchronised after it held 20-50 us of host work and launch beside a 0.3 ms
+    kernel, performance.md 2026-11-28)."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record()
-        fn()
+        for _ in range(burst):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
+        times.append(cp.cuda.get_elapsed_time(start, stop) / burst)
     return float(np.median(times))
 
 

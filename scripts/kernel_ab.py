@@ -14,10 +14,13 @@ imports maskattn from SITE, with the kernel sources installed with it; repeat fo
     pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree   # on the GPU
     python3 scripts/kernel_ab.py .whl/basetree/gpu --site .whl/basetree/gpu /tmp/base_site --backward
 
-Each round runs one process per folder (the baseline first, any variants, then the tree;
-``MASKATTN_KERNEL_SOURCES`` points the kernels at a folder), timing every case with CUDA events (median of 20
-launches after 3 warm-ups; bf16, B = 1). The table gives each case's medians per round and each side's time over
-the baseline's, from the medians over rounds. Timings only: the tests check correctness.
+The folders that need no package or variable of their own (the baseline, any variants, the tree) run in one
+process, in turns case by case: each case's inputs are made once, then every round times each side in turn
+(``MASKATTN_KERNEL_SOURCES`` switched between them; the kernel caches keep each folder's builds apart). A folder
+with ``--site`` or ``--env`` runs in a process of its own, one per round, beside that process. Each time is a
+median of 20 samples after 3 warm-up calls, a sample the mean of a burst of 5 calls between two CUDA events
+(scripts/gpu_timing.py's ``median_ms``; bf16, B = 1). The table gives each case's medians per round and each side's
+time over the baseline's, from the medians over rounds. Timings only: the tests check correctness.
 """
 
 import argparse
@@ -50,7 +53,9 @@ BACKWARD = FORWARD[:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 
                           ("shared_question", 16384, 16, 128)] + FORWARD[-3:]
 
 
-def time_cases(backward: bool, only: str, every_deterministic: bool = False) -> dict:
+def time_cases(sides: dict, rounds: int, backward: bool, only: str, every_deterministic: bool = False) -> dict:
+    """{side: {case: [ms per round]}}; ``sides`` maps a side's name to its kernel-source folder (None: the installed
+    sources), timed in turns within each case."""
     import cupy as cp
     import ml_dtypes
     import numpy as np
@@ -68,7 +73,7 @@ def time_cases(backward: bool, only: str, every_deterministic: bool = False) -> 
         runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False) for workload, n, h, d in BACKWARD]
         runs += [(f"bwd deterministic {workload} {n // 1024}k D={d}", workload, n, h, d, True)
                  for workload, n, h, d in (BACKWARD if every_deterministic else BACKWARD[:1])]
-    times = {}
+    times = {side: {} for side in sides}
     for label, workload, n, h, d, deterministic in runs:
         if not any(part in label for part in only.split(",")):
             continue
@@ -76,10 +81,19 @@ def time_cases(backward: bool, only: str, every_deterministic: bool = False) -> 
         q, k, v, do = inputs(4, (1, h, n, d), bf16, np.random.default_rng(0))
         out, lse = cuda.forward(q, k, v, plan, d ** -0.5)
         if deterministic is None:
-            times[label] = median_ms(lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out))
+            call = lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)  # noqa: E731
         else:
-            times[label] = median_ms(lambda: cuda.backward(do, q, k, v, out, lse, plan, d ** -0.5, deterministic))
-        del q, k, v, do, out, lse
+            call = lambda: cuda.backward(do, q, k, v, out, lse, plan, d ** -0.5, deterministic)  # noqa: E731
+        for _ in range(rounds):
+            for side, folder in sides.items():
+                if folder is None:
+                    os.environ.pop("MASKATTN_KERNEL_SOURCES", None)
+                else:
+                    os.environ["MASKATTN_KERNEL_SOURCES"] = folder
+                times[side].setdefault(label, []).append(median_ms(call))
+        # each case's times as they come, so that a run cut short by a time limit keeps what it measured
+        print(label, json.dumps({side: times[side][label] for side in sides}), file=sys.stderr, flush=True)
+        del q, k, v, do, out, lse, call
         cp.get_default_memory_pool().free_all_blocks()
     return times
 
@@ -97,10 +111,11 @@ def main():
                         help="run FOLDER's side with the maskattn package installed in SITE")
     parser.add_argument("--env", nargs=2, action="append", default=[], metavar=("FOLDER", "KEY=VALUE"),
                         help="set an environment variable in FOLDER's side (repeatable; e.g. a host knob)")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON {side: folder or null}, timed in one process
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(time_cases(args.backward, args.only, args.deterministic)))
+        print(json.dumps(time_cases(json.loads(args.worker), args.rounds, args.backward, args.only,
+                                    args.deterministic)))
         return
     folders = [os.path.abspath(folder) for folder in args.folders]
     for folder in folders:
@@ -116,26 +131,31 @@ def main():
             if folder not in folders:
                 sys.exit(f"{option} names {folder}, which is not one of the folders")
     sides = {os.path.relpath(folder): folder for folder in folders} | {"tree": None}
+    # one process for the sides that need nothing of their own, timed in turns inside it; one for each other side
+    shared = {side: folder for side, folder in sides.items() if folder not in sites and folder not in envs}
+    processes = [(shared, {})] + [({side: None if folder in sites else folder}, envs.get(folder, {}))
+                                  for side, folder in sides.items() if side not in shared]
+    process_rounds = args.rounds if len(processes) == 1 else 1
     results = {side: [] for side in sides}
-    for round_ in range(args.rounds):
-        for side, folder in sides.items():
+    for round_ in range(args.rounds // process_rounds):
+        for process_sides, process_env in processes:
             env = {key: value for key, value in os.environ.items() if key != "MASKATTN_KERNEL_SOURCES"}
-            if folder in sites:
-                env["PYTHONPATH"] = os.pathsep.join(filter(None, [sites[folder], env.get("PYTHONPATH")]))
-            elif folder is not None:
-                env["MASKATTN_KERNEL_SOURCES"] = folder
-            env.update(envs.get(folder, {}))
-            command = [sys.executable, __file__, folders[0], "--worker", "--only", args.only]
+            site = next((sites[folder] for folder in map(sides.get, process_sides) if folder in sites), None)
+            if site is not None:
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
+            env.update(process_env)
+            command = [sys.executable, __file__, folders[0], "--worker", json.dumps(process_sides), "--only",
+                       args.only, "--rounds", str(process_rounds)]
             if args.backward:
                 command.append("--backward")
             if args.deterministic:
                 command.append("--deterministic")
-            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)  # its stderr: progress
             if done.returncode != 0:
-                sys.exit(f"{side} round {round_} failed:\n{done.stderr[-3000:]}")
-            results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            # each side's times as they come, so that a run cut short by a time limit keeps what it measured
-            print(f"round {round_} {side}: {json.dumps(results[side][-1])}", file=sys.stderr, flush=True)
+                sys.exit(f"{', '.join(process_sides)} round {round_} failed (its stderr above)")
+            for side, cases in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                for r in range(process_rounds):
+                    results[side].append({label: ms[r] for label, ms in cases.items()})
     print(json.dumps(results), file=sys.stderr)
     names = list(sides)
     print(f"| case ({args.rounds} rounds, ms) | " + " | ".join(names) + " | "

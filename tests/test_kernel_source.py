@@ -27,3 +27,24 @@ def test_kernel_sources_from_another_folder(tmp_path, monkeypatch):
     assert kernels.kernel_source("fwd.cu").startswith("// another fwd.cu\n")
     monkeypatch.setenv("MASKATTN_KERNEL_SOURCES", "")
     assert kernels.source_dir() == installed
+
+
+def test_kernels_are_cached_per_source_folder(tmp_path, monkeypatch):
+    """The kernel caches key by MASKATTN_KERNEL_SOURCES too: one process switching folders (kernel_ab.py) gets each
+    folder's build, each built once."""
+    built = []
+
+    @kernels.cached_per_sources
+    def build(name, size=1):
+        built.append((kernels.source_dir(), name, size))
+        return len(built)
+
+    monkeypatch.delenv("MASKATTN_KERNEL_SOURCES", raising=False)
+    installed = build("k", size=2)
+    monkeypatch.setenv("MASKATTN_KERNEL_SOURCES", str(tmp_path))
+    other = build("k", size=2)
+    assert (installed, other) == (1, 2) and built[1][0] == tmp_path
+    assert build("k", size=2) == other
+    monkeypatch.setenv("MASKATTN_KERNEL_SOURCES", "")
+    assert build("k", size=2) == installed
+    assert build.cache_info().currsize == 2 and len(built) == 2

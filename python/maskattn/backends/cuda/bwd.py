@@ -23,13 +23,12 @@ stride checks and the device's shared-memory limit come from :mod:`.kernels` and
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import (MASK_MODES, import_cupy, kernel_source, nvrtc_options, sm90_function,
+from .kernels import (MASK_MODES, cached_per_sources, import_cupy, kernel_source, nvrtc_options, sm90_function,
                       sm90_tile_n, smem_optin, source_dir, sw128_columns)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
@@ -148,7 +147,7 @@ def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool) -> dict:
     return {"pre": 0, "dkdv": dkdv, **({"dq": dq} if deterministic else {"convert": 0})}
 
 
-@functools.lru_cache(maxsize=None)
+@cached_per_sources
 def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, deterministic: bool,
              device_id: int, sm90: bool = False, perm: bool = False):
     """The kernels a backward launches, {role: (kernel, smem bytes)}: one RawModule per configuration for bwd.cu's,

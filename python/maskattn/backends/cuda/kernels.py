@@ -184,6 +184,23 @@ def forward_only_tiles(head_dim: int, device: int | None) -> tuple:
 
 
 
+def cached_per_sources(build):
+    """``functools.lru_cache`` over a kernel builder, keyed also by ``MASKATTN_KERNEL_SOURCES``: kernels built from
+    another folder of sources are cached apart from the installed ones, so that one process can switch between
+    folders by setting the variable (scripts/kernel_ab.py times several folders in turns in one process)."""
+
+    @functools.lru_cache(maxsize=None)
+    def cached(sources, *args, **kwargs):
+        return build(*args, **kwargs)
+
+    @functools.wraps(build)
+    def lookup(*args, **kwargs):
+        return cached(os.environ.get("MASKATTN_KERNEL_SOURCES") or None, *args, **kwargs)
+
+    lookup.cache_info, lookup.cache_clear = cached.cache_info, cached.cache_clear
+    return lookup
+
+
 def source_dir():
     """The folder holding the installed .cu / .cuh files (the source tree for editable installs), or the one
     ``MASKATTN_KERNEL_SOURCES`` names: kernels built from other sources without reinstalling (scripts/kernel_ab.py
@@ -225,7 +242,7 @@ def nvrtc_options(src) -> tuple:
     return ("-std=c++17", f"-I{src}")
 
 
-@functools.lru_cache(maxsize=None)
+@cached_per_sources
 def fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int, int], mask_mode: str, device_id: int,
                 perm: bool = False):
     kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode, perm))
@@ -289,7 +306,7 @@ def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm:
     return kernel, smem, module
 
 
-@functools.lru_cache(maxsize=None)
+@cached_per_sources
 def sm90_function(source: str, name: str, smem: int, device_id: int):
     """Kernel ``name`` of gpu/``source`` for sm_90a, compiled by NVRTC directly (CuPy would add -arch=sm_90, which
     lacks wgmma), its dynamic shared-memory limit raised to ``smem`` bytes: (kernel, module)."""
@@ -313,7 +330,7 @@ def sm90_function(source: str, name: str, smem: int, device_id: int):
     return kernel, module  # the module must outlive the kernel
 
 
-@functools.lru_cache(maxsize=None)
+@cached_per_sources
 def combine_kernel(ctype: str, head_dim: int, device_id: int):
     return _fwd_module_function(combine_kernel_name(ctype, head_dim))
 

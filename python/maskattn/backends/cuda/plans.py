@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._maskprep.plan import PlanArrays, rank_levels
 from ...plan import FULL, PARTIAL, PLAN_ARRAYS, BlockMask, check_tile
-from .kernels import import_cupy, kernel_source
+from .kernels import cached_per_sources, import_cupy, kernel_source
 from .launch import Launcher
 
 
@@ -224,7 +224,7 @@ def plan_reference(mask, tile) -> np.ndarray:
     return buffer
 
 
-@functools.lru_cache(maxsize=None)
+@cached_per_sources
 def _plan_kernels(device_id: int):
     cupy = import_cupy()
     module = cupy.RawModule(code=kernel_source("dense_plan.cu"), options=("-std=c++17",))
