@@ -28,18 +28,27 @@ def median_ms(fn, warmup=3, reps=20, burst=5):
     events. Within a burst the host queues a call while the one before runs, so a sample holds the GPU's time and
     not the host's (a sample of one call synchronised after it held 20-50 us of host work and launch beside a 0.3 ms
     kernel, performance.md 2026-11-28)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(burst):
+    return medians_in_turns({None: fn}, warmup, reps, burst)[None]
+
+
+def medians_in_turns(fns: dict, warmup=3, reps=20, burst=5) -> dict:
+    """:func:`median_ms` of several callables, {name: ms}, their samples taken in turns (the first of each turn
+    rotating), so that the GPU's clock, which drifts with its temperature and power, moves under all of them alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
             fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / burst)
-    return float(np.median(times))
+    names = list(fns)
+    times = {name: [] for name in names}
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(burst):
+                fns[name]()
+            stop.record()
+            stop.synchronize()
+            times[name].append(cp.cuda.get_elapsed_time(start, stop) / burst)
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def inputs(count, shape, dtype, rng):

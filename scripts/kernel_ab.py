@@ -15,12 +15,12 @@ imports maskattn from SITE, with the kernel sources installed with it; repeat fo
     python3 scripts/kernel_ab.py .whl/basetree/gpu --site .whl/basetree/gpu /tmp/base_site --backward
 
 The folders that need no package or variable of their own (the baseline, any variants, the tree) run in one
-process, in turns case by case: each case's inputs are made once, then every round times each side in turn
-(``MASKATTN_KERNEL_SOURCES`` switched between them; the kernel caches keep each folder's builds apart). A folder
-with ``--site`` or ``--env`` runs in a process of its own, one per round, beside that process. Each time is a
-median of 20 samples after 3 warm-up calls, a sample the mean of a burst of 5 calls between two CUDA events
-(scripts/gpu_timing.py's ``median_ms``; bf16, B = 1). The table gives each case's medians per round and each side's
-time over the baseline's, from the medians over rounds. Timings only: the tests check correctness.
+process, in turns sample by sample: each case's inputs are made once, then each round takes 20 samples of every side
+after 3 warm-up calls, the sides in turns (``MASKATTN_KERNEL_SOURCES`` switched between them; the kernel caches keep
+each folder's builds apart), a sample the mean of a burst of 5 calls between two CUDA events (scripts/gpu_timing.py's
+``medians_in_turns``; bf16, B = 1). A folder with ``--site`` or ``--env`` runs in a process of its own, one per round,
+beside that process. The table gives each side's median per round and its time over the baseline's, from the
+medians over rounds. Timings only: the tests check correctness.
 """
 
 import argparse
@@ -64,7 +64,7 @@ def time_cases(sides: dict, rounds: int, backward: bool, only: str, every_determ
     from maskattn.backends import cuda
     from maskattn.bench import workloads
 
-    from gpu_timing import inputs, median_ms  # scripts/ is on the path of a script run from there
+    from gpu_timing import inputs, medians_in_turns  # scripts/ is on the path of a script run from there
 
     bf16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -80,20 +80,26 @@ def time_cases(sides: dict, rounds: int, backward: bool, only: str, every_determ
         plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16))
         q, k, v, do = inputs(4, (1, h, n, d), bf16, np.random.default_rng(0))
         out, lse = cuda.forward(q, k, v, plan, d ** -0.5)
-        if deterministic is None:
-            call = lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)  # noqa: E731
-        else:
-            call = lambda: cuda.backward(do, q, k, v, out, lse, plan, d ** -0.5, deterministic)  # noqa: E731
-        for _ in range(rounds):
-            for side, folder in sides.items():
+
+        def call(folder):
+            def run():
                 if folder is None:
                     os.environ.pop("MASKATTN_KERNEL_SOURCES", None)
                 else:
                     os.environ["MASKATTN_KERNEL_SOURCES"] = folder
-                times[side].setdefault(label, []).append(median_ms(call))
+                if deterministic is None:
+                    cuda.forward(q, k, v, plan, d ** -0.5, out=out)
+                else:
+                    cuda.backward(do, q, k, v, out, lse, plan, d ** -0.5, deterministic)
+            return run
+
+        calls = {side: call(folder) for side, folder in sides.items()}
+        for _ in range(rounds):
+            for side, ms in medians_in_turns(calls).items():
+                times[side].setdefault(label, []).append(ms)
         # each case's times as they come, so that a run cut short by a time limit keeps what it measured
         print(label, json.dumps({side: times[side][label] for side in sides}), file=sys.stderr, flush=True)
-        del q, k, v, do, out, lse, call
+        del q, k, v, do, out, lse, calls
         cp.get_default_memory_pool().free_all_blocks()
     return times
 
