@@ -13,7 +13,7 @@ import numpy as np
 
 from ...plan import BlockMask
 from .kernels import (MASK_MODES, MAX_SPLITS, SM90_SMEM_OPTIN, combine_kernel, fwd_configs, fwd_kernel, import_cupy,
-                      multiprocessors, sm90_enabled, sm90_kernel, sm90_threads, uses_sm90)
+                      multiprocessors, sm90_enabled, sm90_kernel, sm90_threads, sources_key, uses_sm90)
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
 from .tma import MAP_BYTES, TensorMap
@@ -122,7 +122,7 @@ def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
     arrays = (q, k, v) if out is None else (q, k, v, out)
     if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays) or plan.transient:
         return None
-    return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled())
+    return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled(), sources_key())
             + tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays))
 
 

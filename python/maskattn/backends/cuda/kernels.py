@@ -195,10 +195,16 @@ def cached_per_sources(build):
 
     @functools.wraps(build)
     def lookup(*args, **kwargs):
-        return cached(os.environ.get("MASKATTN_KERNEL_SOURCES") or None, *args, **kwargs)
+        return cached(sources_key(), *args, **kwargs)
 
     lookup.cache_info, lookup.cache_clear = cached.cache_info, cached.cache_clear
     return lookup
+
+
+def sources_key() -> str | None:
+    """The kernel-source folder that ``MASKATTN_KERNEL_SOURCES`` names, None for the installed sources: a key of what
+    caches kernels or launches that hold them (:func:`cached_per_sources`, the forward's checked launches)."""
+    return os.environ.get("MASKATTN_KERNEL_SOURCES") or None
 
 
 def source_dir():
