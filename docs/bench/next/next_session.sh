@@ -3,23 +3,17 @@
 # The GPU tests of the forward and backward on main (routine; they take ~385 s, more on a machine that compiles
 # from scratch), with the SM clock and power sampled beside them: this H100 drifts 15-20% under sustained load
 # (performance.md, "the H100's drift"), and the samples say how far a run's clocks moved.
-# Open leads (performance.md, 2026-11-28, "where a sliding window's forward loses to FlashAttention-4" and "fewer
-# instructions per tile do not make the short rows faster"):
-# - the sliding window is the one sparse workload over the 0.9x lines (fwd 1.11x, fwd+bwd 1.03x Flex FLASH at 16k
-#   D = 128); fewer instructions in the key loop (uniform descriptors) and in the masks (one-sided tests) gained
-#   nothing, so what is left is per CTA (the epilogue, ~1.8 us of our ~3 us extra a CTA): a CTA holds the whole
-#   register file, so nothing overlaps its epilogue; what has been tried against it (persistent static and dynamic,
-#   O by the copy engine, one plan read per CTA, tensor-map prefetch) gained less than the spread; timestamps in the
-#   kernel (2026-11-28, "Where a forward CTA's time goes") put 3.3 us of the window's 19.3 us CTA before its first K
-#   tile lands, 1.8 us of them before the first K copy is even issued, whatever the barriers' order:
-#   the plan's reads are in by 1.03 us, Q's copy goes out at 1.78 (call 5); docs/bench/next/cta_producer_stamps.sh
-#   splits the 0.75 us between them (the barriers' set-up, __syncthreads, setmaxnreg), one call of about a minute;
-#   branch fwd-q-first (compiled, not run on a GPU) issues Q's and the first two K and V copies before __syncthreads
-#   and setmaxnreg, by the thread that set up their barriers: docs/bench/next/fwd_q_first.sh on that branch runs its
-#   A/B, forward tests and sanitizers in one call;
-# - scripts/gpu_timing.py's median_ms (kernel_ab.py's timer) synchronises after every call, so each sample holds the
-#   call's host work and launch: 20-50 us on the window's 311 us kernel (performance.md, 2026-11-28); timing a burst
-#   of calls between two events would take it out of the A/B ratios and their noise (check it against do_bench);
+# Open leads (performance.md, 2026-11-28, "where a sliding window's forward loses to FlashAttention-4", "fewer
+# instructions per tile do not make the short rows faster" and "A/B timing in turns"):
+# - scripts/kernel_ab.py now times its sides in one process, samples in turns: controls read 0.986-1.009, and a 1 us
+#   sleep per CTA shows as 1.3-2.6% on short rows. Changes rejected earlier for gaining "less than the spread" (3-15%
+#   then) can be decided now; the ones with a measured hint of gain: the persistent dynamic scheduler for plans of
+#   short rows only (swa 2-8% faster, dense 1-5% slower on 2026-11-25; its branch is gone, performance.md describes it);
+#   one plan read per CTA; O by the copy engine;
+# - the sliding window's forward stays at 1.11-1.14x Flex FLASH. Issuing Q and the first K, V copies 0.7 us earlier
+#   changed nothing on the short rows (2026-11-28 (c)), so the 3.3 us before a CTA's first K tile are not what sets
+#   its time; the uniform consumer index makes the forward 3-4% slower on dense tiles though it removes the key loop's
+#   R2UR (the backward gained 1-2% by it and keeps it): what the forward's consumers are bound by is still open;
 # - the deterministic backward is the one pass in fixed point now (1.00-1.05x the default on dense D = 128); its
 #   rows resolve 2^-29 of a bound built from max|K| per KV head: per-channel exponents of K would keep K's outlier
 #   channels from costing the other channels bits, if real models show rows where that matters; the mma.sync kernels
