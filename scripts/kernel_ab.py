@@ -137,16 +137,16 @@ def main():
             if folder not in folders:
                 sys.exit(f"{option} names {folder}, which is not one of the folders")
     sides = {os.path.relpath(folder): folder for folder in folders} | {"tree": None}
-    # one process for the sides that need nothing of their own, timed in turns inside it; one for each other side
+    # one process for the sides that need nothing of their own, timed in turns inside it; one for each other side:
+    # (its sides, its variables, the site it imports maskattn from)
     shared = {side: folder for side, folder in sides.items() if folder not in sites and folder not in envs}
-    processes = [(shared, {})] + [({side: None if folder in sites else folder}, envs.get(folder, {}))
-                                  for side, folder in sides.items() if side not in shared]
+    processes = [(shared, {}, None)] + [({side: None if folder in sites else folder}, envs.get(folder, {}),
+                                         sites.get(folder)) for side, folder in sides.items() if side not in shared]
     process_rounds = args.rounds if len(processes) == 1 else 1
     results = {side: [] for side in sides}
     for round_ in range(args.rounds // process_rounds):
-        for process_sides, process_env in processes:
+        for process_sides, process_env, site in processes:
             env = {key: value for key, value in os.environ.items() if key != "MASKATTN_KERNEL_SOURCES"}
-            site = next((sites[folder] for folder in map(sides.get, process_sides) if folder in sites), None)
             if site is not None:
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
             env.update(process_env)

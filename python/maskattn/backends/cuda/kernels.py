@@ -210,9 +210,9 @@ def sources_key() -> str | None:
 def source_dir():
     """The folder holding the installed .cu / .cuh files (the source tree for editable installs), or the one
     ``MASKATTN_KERNEL_SOURCES`` names: kernels built from other sources without reinstalling (scripts/kernel_ab.py
-    times two such folders against each other)."""
-    if os.environ.get("MASKATTN_KERNEL_SOURCES"):
-        return pathlib.Path(os.environ["MASKATTN_KERNEL_SOURCES"])
+    times such folders against each other)."""
+    if sources_key() is not None:
+        return pathlib.Path(sources_key())
     resource = importlib.resources.files("maskattn._gpu").joinpath("fwd.cu")
     with importlib.resources.as_file(resource) as path:
         return path.parent
