@@ -2,9 +2,9 @@
 side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
-        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window} D N H [WORKLOAD]
+        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window|fa4_bwd} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
-    python3 scripts/ncu_forward.py time D N H [WORKLOAD ...]
+    python3 scripts/ncu_forward.py {time|time_bwd} D N H [WORKLOAD ...]
 
 The profiled range is one call after three warm-ups (``--profile-from-start off``), so only that call's kernels are
 measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``)
@@ -13,8 +13,10 @@ on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at
 ``fa4_default`` (workloads full and causal): FlashAttention-4's ``_flash_attn_fwd`` at the 128 x 128 tile or at its
 own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``); ``fa4_window`` (workload swa): FlashAttention-4's causal sliding window of
-WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``. ``time``:
-triton's ``do_bench`` medians of those that apply, in one process. bf16, B = 1, H heads of D over N tokens.
+WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``; ``fa4_bwd``
+(full and causal): FlashAttention-4's ``_flash_attn_bwd`` at its own tile choice, the peer of ``ours_bwd``. ``time``
+(``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process. bf16, B = 1,
+H heads of D over N tokens.
 """
 
 import inspect
@@ -43,7 +45,7 @@ def ours(d, n, h, workload, training=True, backward=False):
     return lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)
 
 
-def fa4(d, n, h, tile, causal, window=None):
+def fa4(d, n, h, tile, causal, window=None, backward=False):
     import torch
     from flash_attn.cute import interface
 
@@ -53,6 +55,10 @@ def fa4(d, n, h, tile, causal, window=None):
         options["tile_mn"] = tile
     if window is not None:
         options.update(window_size_left=window, window_size_right=0)
+    if backward:  # its forward once, for O and the LSE the backward reads
+        out, lse = interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, return_lse=True)[:2]
+        dout = torch.randn_like(out)
+        return lambda: interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
     return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, **options)
 
 
@@ -69,19 +75,24 @@ def make(which, d, n, h, workload):
         return fa4(d, n, h, None, True, window=1023)
     if workload not in ("full", "causal"):
         raise ValueError(f"FlashAttention-4 runs full and causal, not {workload}")
+    if which == "fa4_bwd":
+        return fa4(d, n, h, None, workload == "causal", backward=True)
     return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
 
 
 def main():
     which, d, n, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     workloads = sys.argv[5:] or ["full"]
-    if which == "time":
+    if which in ("time", "time_bwd"):
         import torch
         from triton.testing import do_bench
 
         for workload in workloads:
-            names = ["ours", "ours_192"] if d <= 64 else ["ours"]
-            for name in names + FA4_PEERS.get(workload, []):
+            if which == "time_bwd":
+                names = ["ours_bwd", "fa4_bwd"] if workload in ("full", "causal") else ["ours_bwd"]
+            else:
+                names = (["ours", "ours_192"] if d <= 64 else ["ours"]) + FA4_PEERS.get(workload, [])
+            for name in names:
                 try:
                     fn = make(name, d, n, h, workload)
                     fn()
