@@ -3,7 +3,7 @@ against the installed sources (the working tree), in turns, on the same cases an
 
     git archive HEAD gpu | tar -x -C .whl/base     # on the host: the GPU machine's copy of the tree has no history
     python3 scripts/kernel_ab.py .whl/base/gpu [VARIANT_DIR ...] [--rounds 2] [--backward [--deterministic]]
-                                 [--only SUBSTRINGS]
+                                 [--only SUBSTRINGS] [--control]
 
 Where the kernels' host side changed too (launch geometry, tensor maps, shared-memory sizes), a folder must run with
 its own package: install its tree elsewhere and pair the two with ``--site FOLDER SITE`` (that folder's process then
@@ -20,15 +20,20 @@ after 3 warm-up calls, the sides in turns (``MASKATTN_KERNEL_SOURCES`` switched 
 each folder's builds apart), a sample the mean of a burst of 5 calls between two CUDA events (scripts/gpu_timing.py's
 ``medians_in_turns``; bf16, B = 1). A folder with ``--site`` or ``--env`` runs in a process of its own, one per round,
 beside that process. The table gives each side's median per round and its time over the baseline's, from the
-medians over rounds. Timings only: the tests check correctness.
+medians over rounds. ``--control`` adds a copy of the baseline folder as a side of the shared process: identical
+kernels timed as if they were a variant, so the run shows its own noise floor beside its ratios (two H100 calls of
+2026-11-28 read such a copy at 0.988-1.019 on the backward). Timings only: the tests check correctness.
 """
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 # (workload, n, heads, head dim); the forward of each, and with --backward the default backward of the first rows
 # (one pass on Hopper) and the deterministic one of full D=128 (with --deterministic, of every backward row)
@@ -117,6 +122,8 @@ def main():
                         help="run FOLDER's side with the maskattn package installed in SITE")
     parser.add_argument("--env", nargs=2, action="append", default=[], metavar=("FOLDER", "KEY=VALUE"),
                         help="set an environment variable in FOLDER's side (repeatable; e.g. a host knob)")
+    parser.add_argument("--control", action="store_true",
+                        help="time a copy of the baseline folder beside it too: an A/A side, the run's own noise floor")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # JSON {side: folder or null}, timed in one process
     args = parser.parse_args()
     if args.worker:
@@ -137,6 +144,12 @@ def main():
             if folder not in folders:
                 sys.exit(f"{option} names {folder}, which is not one of the folders")
     sides = {os.path.relpath(folder): folder for folder in folders} | {"tree": None}
+    if args.control:  # the same sources in a folder of their own: the kernel caches load them apart
+        copies = tempfile.mkdtemp(prefix="kernel_ab_")
+        atexit.register(shutil.rmtree, copies, True)
+        control = os.path.join(copies, "control")
+        shutil.copytree(folders[0], control)
+        sides = {os.path.relpath(folders[0]): folders[0], "control": control} | sides
     # one process for the sides that need nothing of their own, timed in turns inside it; one for each other side:
     # (its sides, its variables, the site it imports maskattn from)
     shared = {side: folder for side, folder in sides.items() if folder not in sites and folder not in envs}

@@ -32,7 +32,7 @@ if [ "${1:-}" = sanitize ]; then
 fi
 CASES="bwd full 16k D=128,bwd causal 16k D=128,bwd causal 8k D=64,bwd full 8k D=64,bwd causal 16k D=64,bwd swa"
 CASES="$CASES,bwd doc_causal,bwd shared_question,bwd bigbird,bwd graph_rcm 16k,bwd deterministic full"
-(cd scripts && timeout 220 python3 kernel_ab.py ../.whl/basetree/gpu --rounds 3 --backward --only "$CASES" \
+(cd scripts && timeout 260 python3 kernel_ab.py ../.whl/basetree/gpu --control --rounds 3 --backward --only "$CASES" \
     > $OUT/ab.md 2> $OUT/ab.log)
 echo "ab rc $? $(date +%T)"; cat $OUT/ab.md
 timeout 260 python3 -m pytest -q -x tests/gpu/test_backward.py > $OUT/pytest.log 2>&1
