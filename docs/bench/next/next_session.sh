@@ -13,7 +13,7 @@
 # (issue 15's full and causal lines: the backward alone was 1.10-1.12x FA4's at D = 128, 2026-11-28 (d)).
 # Other leads (performance.md, 2026-11-28 (c) and (d)):
 # - on top of the writer, dS^T by stmatrix (`writer_stmatrix_ds.diff` here, against the branch: one stmatrix.x4 a k
-#   step where four 32-bit stores and their ~45 address instructions a step were; no spills at 40 / 232, checked on
+#   step where four 32-bit stores were, 16 STS a step against FA4's 4 STSM; no spills at 40 / 232, checked on
 #   the host): without the writer it read 0.98 once and within the noise twice (2026-11-28 (d), variant B, which
 #   also changed the forward's epilogue: keep that out, it cost the dense forward 6%);
 # - FA4's backward keeps two stages of Q, dO, LSE and delta and waits for dO between S^T and dP^T; ours two stages
