@@ -211,8 +211,9 @@ def source_dir():
     """The folder holding the installed .cu / .cuh files (the source tree for editable installs), or the one
     ``MASKATTN_KERNEL_SOURCES`` names: kernels built from other sources without reinstalling (scripts/kernel_ab.py
     times such folders against each other)."""
-    if sources_key() is not None:
-        return pathlib.Path(sources_key())
+    folder = sources_key()
+    if folder is not None:
+        return pathlib.Path(folder)
     resource = importlib.resources.files("maskattn._gpu").joinpath("fwd.cu")
     with importlib.resources.as_file(resource) as path:
         return path.parent

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._maskprep.plan import PlanArrays, rank_levels
 from ...plan import FULL, PARTIAL, PLAN_ARRAYS, BlockMask, check_tile
-from .kernels import cached_per_sources, import_cupy, kernel_source
+from .kernels import cached_per_sources, import_cupy, kernel_source, sources_key
 from .launch import Launcher
 
 
@@ -263,8 +263,9 @@ class _DenseLaunch:
 
 
 @functools.lru_cache(maxsize=64)
-def _dense_launch(*geometry) -> _DenseLaunch:
-    """The launches for a geometry, made inside its device's context (the kernels are looked up there)."""
+def _dense_launch(sources, *geometry) -> _DenseLaunch:
+    """The launches for a geometry, made inside its device's context (the kernels are looked up there); keyed by the
+    kernel-source folder too (``sources``: kernels.sources_key), as the kernels they hold are."""
     return _DenseLaunch(*geometry)
 
 
@@ -300,7 +301,7 @@ def dense_plan(mask, tile, *, buffer=None, stream: int | None = None, transient:
     B, H, n_q, n_k = mask.shape
     device_id = mask.device.id
     with mask.device:
-        launch = _dense_launch(device_id, B * H, H, n_q, n_k, tile, mask.strides)
+        launch = _dense_launch(sources_key(), device_id, B * H, H, n_q, n_k, tile, mask.strides)
         if buffer is None:
             buffer = cupy.empty(launch.nbytes, np.uint8)
         _check_buffer(buffer, launch.nbytes, device_id)
