@@ -133,8 +133,11 @@ constexpr int BITS_BYTES = BITS_STAGED<D> ? STEP_ROWS<D> * KEY_BLOCK<D> / 8 : 0;
 enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, BARRIERS = 5 };
 static_assert(2 * 16 + BARRIERS * 8 <= 128, "the step descriptions and mbarriers fit the last 128 bytes");
 
-// Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads)
+// Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads); with the dQ
+// writer warp (WRITER), DQ_FULL + consumer (the consumer's 128 threads arrive, the writer's 32 wait) and DQ_EMPTY +
+// consumer (the other way round), FlashAttention-4's dQaccum_store handover
 constexpr int DS_READY = 6;
+constexpr int DQ_FULL = 7, DQ_EMPTY = 9;
 
 // A consumer's columns of its step's dQ (of the tiles' DS columns), and of dK and dV in the wide kernel: [N0 c, N0 c +
 // N0) and, where N1 > 0 (DS = 192), [2 N0 + N1 c, 2 N0 + N1 (c + 1)). An N-major wgmma operand may end inside a
@@ -239,6 +242,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
   constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>, DSB = DS_BYTES<D>;
   constexpr bool IN_STEP = DQ_IN_STEP<D>;
+  // the dQ reductions by a writer warp of the producer warpgroup (its warp 1), where that warpgroup's other threads
+  // are idle (no node order: one thread drives the copy engine) and a consumer stages dQ in a buffer of its own
+  constexpr bool WRITER = !PERM && !IN_STEP;
   using Cols = HalfColumns<DS>;
   static_assert(BWD_SM90_SMEM_BYTES<D> + 2 * BM * 4 <= 227 * 1024,
                 "fits the shared memory a block may opt into, with a node order's row table (producer_rows<BM>)");
@@ -260,6 +266,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
+  // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), after the mbarriers
+  long long* dq_slots = reinterpret_cast<long long*>(generic(bars + 48));
+  static_assert(BARRIERS * 8 <= 48 && 48 + 16 <= 96, "the slots lie between the mbarriers and the row table");
   // a step's rows (from row0) of the bit tile payload in the pool
   auto step_bits = [&](int payload, int row0) {
     return bit_pool + (long long)payload * (TILE_M * KB / 32) + row0 % TILE_M * (KB / 32);
@@ -404,6 +413,37 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         if (FIXED) bulk_load(sRows + 4 * BM * 4 + stage * BM, dq_exp + values, BM, full);
         if (bits) bulk_load(sBits + stage * BITS_BYTES<D>, step_bits(here.w, row0), BITS_BYTES<D>, full);
       }
+    } else if (WRITER && tid / 32 == 1) {
+      // the dQ writer: each consumer's chunk, once the consumer has staged it (DQ_FULL), into dq_accum by one bulk
+      // reduction; its staging is handed back (DQ_EMPTY) once the copy engine has read it. A chunk index < 0 ends.
+      const int lane = tid % 32;
+      named_barrier_arrive(DQ_EMPTY, 160);  // both stagings start free
+      named_barrier_arrive(DQ_EMPTY + 1, 160);
+#pragma unroll 1
+      for (;;) {
+        bool end = false;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          named_barrier_sync(DQ_FULL + c, 160);
+          const long long chunk = dq_slots[c];
+          if (chunk < 0) {
+            end = true;
+          } else if (lane == 0) {
+            bulk_reduce_add(reinterpret_cast<typename Dq::type*>(dq_accum) +
+                                DqChunk<DQ_COLUMNS<D>>::offset(2 * chunk + c, 0, 0),
+                            sdQ + c * DQ_BYTES<D>, DQ_BYTES<D>);
+            bulk_commit();
+          }
+        }
+        if (end) break;
+        if (lane == 0) bulk_wait_read<1>();
+        __syncwarp();
+        named_barrier_arrive(DQ_EMPTY, 160);
+        if (lane == 0) bulk_wait_read<0>();
+        __syncwarp();
+        named_barrier_arrive(DQ_EMPTY + 1, 160);
+      }
+      if (lane == 0) bulk_wait<0>();
     }
     return;
   }
@@ -471,7 +511,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // reductions has any: a branch on the thread here, between products in flight, makes ptxas serialize them
   // (warning C7519, "warpgroup.arrive is injected").
   auto dq_staging_free = [&]() {
-    if constexpr (!IN_STEP) bulk_wait_read<0>();
+    if constexpr (!IN_STEP && !WRITER) bulk_wait_read<0>();
   };
 
   float acc_dk[DB][4], acc_dv[DB][4];
@@ -627,14 +667,20 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
                                    (DQ_BY_ROWS<D> ? 64 * consumer : 0) + 16 * warp + g_lane;
         to_fixed = make_float2(exp2_int(exp_s[0]), exp2_int(exp_s[8]));
       }
+      if constexpr (WRITER) named_barrier_sync(DQ_EMPTY + consumer, 160);  // the writer has seen it read
 #pragma unroll
       for (int j = 0; j < DQ_FRAGMENTS; ++j) {
         auto* staged = reinterpret_cast<typename Dq::vec4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
         staged[128 * (j % PIECE_FRAGMENTS) + ctid] = Dq::staged(acc_dq[j], to_fixed);
       }
       fence_proxy_async();
-      named_barrier_sync(1 + consumer, 128);
-      if (ctid == 0) {
+      if constexpr (WRITER) {
+        if (ctid == 0) dq_slots[consumer] = here.y;
+        named_barrier_arrive(DQ_FULL + consumer, 160);
+      } else {
+        named_barrier_sync(1 + consumer, 128);
+      }
+      if (!WRITER && ctid == 0) {
         const long long chunk = DqChunk<DQ_COLUMNS<D>>::offset(2ll * here.y + consumer, 0, 0);
 #pragma unroll
         for (int piece = 0; piece < PIECES; ++piece) {
@@ -657,7 +703,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       mbarrier_arrive(barrier(EMPTY + stage));
     }
   }
-  if (ctid == 0) bulk_wait<0>();
+  if constexpr (WRITER) {  // the end of the walk, to the writer
+    named_barrier_sync(DQ_EMPTY + consumer, 160);
+    if (ctid == 0) dq_slots[consumer] = -1;
+    named_barrier_arrive(DQ_FULL + consumer, 160);
+  } else if (ctid == 0) {
+    bulk_wait<0>();
+  }
 
   // Epilogue: dK = scale * acc_dk and dV through sK and sV (swizzled: conflict-free for the fragment writes and the
   // row reads), then 16-byte stores. Up to D = 128 each consumer writes and stores its own rows; wide ones their
