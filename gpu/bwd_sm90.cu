@@ -24,9 +24,14 @@
 // - each consumer also writes its dS^T rows to shared memory (two buffers, used in turn), and once both have (a
 //   named barrier of the two), computes its part of the step's dQ (its 64 rows where BM = 128, else its half of the
 //   columns), dS K over the block's 128 keys with both operands read transposed from shared memory, then issues dK's
-//   product and, while it runs, stages dQ (DqChunk order: conflict-free) and adds it to the accumulator dq_accum with
-//   one bulk reduction (cp.reduce.async.bulk; FlashAttention-4's order); bwd_dq_convert_sm90_kernel then scales and
-//   converts it. So S^T and dP^T are computed once per tile: five products where two passes would take seven.
+//   product and, while it runs, stages dQ (DqChunk order: conflict-free), which is added to the accumulator dq_accum
+//   by one bulk reduction (cp.reduce.async.bulk; FlashAttention-4's order); bwd_dq_convert_sm90_kernel then scales
+//   and converts it. So S^T and dP^T are computed once per tile: five products where two passes would take seven.
+// - without a node order, warp 1 of the producer warpgroup issues those reductions (FlashAttention-4's dQ writer
+//   warp): a consumer hands its staged chunk over by arriving on a named barrier and goes on, and waits only, before
+//   it stages the next, until the writer has seen the last one read (WRITER: 4-6% faster than issuing them itself
+//   behind a barrier of its 128 threads, H100, docs/performance.md 2026-11-28 (d)). With a node order every producer
+//   thread gathers, and D = 256 stages dQ in the step's tiles: there the consumers issue their own.
 // - the accumulator holds float32 (the order of the additions varies from run to run) or, with FIXED (the
 //   deterministic backward), 32-bit integers: each row's values scaled by a power of two that keeps every partial sum
 //   below 2^30 (bwd_common.cuh's dq_fixed_exponent) and rounded, so that the exact integer sum is the same in any
@@ -87,18 +92,15 @@ template <int D>
 constexpr bool WIDE = D > 128;
 template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
-// dK/dV kernel: registers of the producer (one thread's walk for the copy engine; for perm plans the cp.async
-// addressing and the walk of 128 threads: 40, with which only D = 256 with fixed-point dQ and bit tiles spills, 8
-// bytes) and of the consumers (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at
-// D <= 64, 16 + 16 wide), dQ's part, 32 (64 wide)). setmaxnreg.inc waits until the registers the producer's
-// setmaxnreg.dec freed suffice, so the three budgets must add up to what the CTA holds at entry, 3 x 168: a consumer
-// budget one step too high hangs the kernel.
-template <bool PERM>
-constexpr int PRODUCER_REGS = PERM ? 40 : 24;
-template <bool PERM>
-constexpr int CONSUMER_REGS = PERM ? 232 : 240;
-static_assert(PRODUCER_REGS<false> + 2 * CONSUMER_REGS<false> == 3 * 168 &&
-                  PRODUCER_REGS<true> + 2 * CONSUMER_REGS<true> == 3 * 168,
+// dK/dV kernel: registers of the producer warpgroup (one thread's walk for the copy engine and the dQ writer warp, or
+// for perm plans the cp.async addressing and the walk of 128 threads: 40, with which only D = 256 with fixed-point dQ
+// and bit tiles spills, 8 bytes; at 24 the walk beside the writer spilled 4 bytes) and of the consumers (dK and dV
+// accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), dQ's part, 32
+// (64 wide)). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three
+// budgets must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
+constexpr int PRODUCER_REGS = 40;
+constexpr int CONSUMER_REGS = 232;
+static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS == 3 * 168,
               "register budgets add up to the CTA's (__launch_bounds__(384, 1): 168 a thread)");
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
@@ -306,7 +308,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<PRODUCER_REGS<PERM>>();
+    setmaxnreg_dec<PRODUCER_REGS>();
     const Where at = where();
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
@@ -448,7 +450,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     return;
   }
 
-  setmaxnreg_inc<CONSUMER_REGS<PERM>>();
+  setmaxnreg_inc<CONSUMER_REGS>();
   const Where at = where();
   const int b = at.b, kv_head = at.kv_head, n_block = at.n_block, key0 = at.key0;
   // Up to D = 128 consumer c takes keys [64 c, 64 c + 64) of the block's 128, all BM queries of a step and every
@@ -549,7 +551,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     auto values = [&]() { return stage * BM + query_lo + 2 * t_lane; };
     // LSE into registers before the products, so that its latency is not paid after S^T's wait (2 NQ registers);
     // read after it at 128-row steps (NQ = 16: 32 registers more spill beside S^T and dP^T) and with a node order
-    // (the consumers' budgets, 232 and 224, leave no room: the producers gather)
+    // (it spilled there, when those consumers had 232 or 224 registers and the others 240)
     constexpr bool LSE_AHEAD = !PERM && NQ <= 8;
     float2 lse[NQ];
     if constexpr (LSE_AHEAD) load_cols_t(lse, ColumnValues{lse_s + values()});
