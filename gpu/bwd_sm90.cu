@@ -27,11 +27,15 @@
 //   product and, while it runs, stages dQ (DqChunk order: conflict-free), which is added to the accumulator dq_accum
 //   by one bulk reduction (cp.reduce.async.bulk; FlashAttention-4's order); bwd_dq_convert_sm90_kernel then scales
 //   and converts it. So S^T and dP^T are computed once per tile: five products where two passes would take seven.
-// - without a node order, warp 1 of the producer warpgroup issues those reductions (FlashAttention-4's dQ writer
-//   warp): a consumer hands its staged chunk over by arriving on a named barrier and goes on, and waits only, before
-//   it stages the next, until the writer has seen the last one read (WRITER: 4-6% faster than issuing them itself
-//   behind a barrier of its 128 threads, H100, docs/performance.md 2026-11-28 (d)). With a node order every producer
-//   thread gathers, and D = 256 stages dQ in the step's tiles: there the consumers issue their own.
+// - without a node order, a thread of the producer warpgroup (warp 1's first) issues those reductions
+//   (FlashAttention-4's dQ writer warp): a consumer hands its staged chunk over by arriving on an mbarrier and goes
+//   on, and waits only, before it stages the next, until the writer has seen the last one read (WRITER: 4-6% faster
+//   than issuing them itself behind a barrier of its 128 threads, docs/performance.md 2026-11-28 (d) and (e)). With a
+//   node order every producer thread gathers, and D = 256 stages dQ in the step's tiles: there the consumers issue
+//   their own. FlashAttention-4 hands over on named barriers (bar.arrive, then bar.sync by the writer); the chunk's
+//   index, which its writer knows from a scheduler of its own, passes here through shared memory, and
+//   compute-sanitizer's racecheck took those reads as racing with the consumer's writes (it does not follow
+//   bar.arrive's release), where it follows mbarriers.
 // - the accumulator holds float32 (the order of the additions varies from run to run) or, with FIXED (the
 //   deterministic backward), 32-bit integers: each row's values scaled by a power of two that keeps every partial sum
 //   below 2^30 (bwd_common.cuh's dq_fixed_exponent) and rounded, so that the exact integer sum is the same in any
@@ -92,15 +96,19 @@ template <int D>
 constexpr bool WIDE = D > 128;
 template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
-// dK/dV kernel: registers of the producer warpgroup (one thread's walk for the copy engine and the dQ writer warp, or
-// for perm plans the cp.async addressing and the walk of 128 threads: 40, with which only D = 256 with fixed-point dQ
-// and bit tiles spills, 8 bytes; at 24 the walk beside the writer spilled 4 bytes) and of the consumers (dK and dV
-// accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), dQ's part, 32
-// (64 wide)). setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three
-// budgets must add up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
-constexpr int PRODUCER_REGS = 40;
-constexpr int CONSUMER_REGS = 232;
-static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS == 3 * 168,
+// dK/dV kernel: registers of the producer warpgroup (one thread's walk for the copy engine and one the dQ writer's, at
+// 24 without a spill only as long as the walk keeps few values; for perm plans the cp.async addressing and the walk
+// of 128 threads: 40, with which only D = 256 with fixed-point dQ and bit tiles spills, 8 bytes) and of the consumers
+// (dK and dV accumulators, 64 + 64 at D = 128 and 256, S^T and dP^T, 32 + 32 (64 + 64 at D <= 64, 16 + 16 wide), dQ's
+// part, 32 (64 wide); at 232 rather than 240 the writer's backward ran 2-4% slower at D = 64, H200, 2026-11-28 (e)).
+// setmaxnreg.inc waits until the registers the producer's setmaxnreg.dec freed suffice, so the three budgets must add
+// up to what the CTA holds at entry, 3 x 168: a consumer budget one step too high hangs the kernel.
+template <bool PERM>
+constexpr int PRODUCER_REGS = PERM ? 40 : 24;
+template <bool PERM>
+constexpr int CONSUMER_REGS = PERM ? 232 : 240;
+static_assert(PRODUCER_REGS<false> + 2 * CONSUMER_REGS<false> == 3 * 168 &&
+                  PRODUCER_REGS<true> + 2 * CONSUMER_REGS<true> == 3 * 168,
               "register budgets add up to the CTA's (__launch_bounds__(384, 1): 168 a thread)");
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
@@ -131,15 +139,13 @@ constexpr bool BITS_STAGED = !WIDE<D>;
 template <int D>
 constexpr int BITS_BYTES = BITS_STAGED<D> ? STEP_ROWS<D> * KEY_BLOCK<D> / 8 : 0;
 
-// mbarriers: K and V landed; a stage's step landed; a stage released by both consumers
-enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, BARRIERS = 5 };
+// mbarriers: K and V landed; a stage's step landed; a stage released by both consumers; with the dQ writer
+// (WRITER), a consumer's dQ chunk staged (its 128 threads arrive) and its staging read again (the writer arrives)
+enum Barrier { KV_FULL = 0, FULL = 1, EMPTY = 3, DQ_FULL = 5, DQ_EMPTY = 7, BARRIERS = 9 };
 static_assert(2 * 16 + BARRIERS * 8 <= 128, "the step descriptions and mbarriers fit the last 128 bytes");
 
-// Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads); with the dQ
-// writer warp (WRITER), DQ_FULL + consumer (the consumer's 128 threads arrive, the writer's 32 wait) and DQ_EMPTY +
-// consumer (the other way round), FlashAttention-4's dQaccum_store handover
+// Named barriers of the consumers: 1 + consumer (its own 128 threads), DS_READY (both, 256 threads)
 constexpr int DS_READY = 6;
-constexpr int DQ_FULL = 7, DQ_EMPTY = 9;
 
 // A consumer's columns of its step's dQ (of the tiles' DS columns), and of dK and dV in the wide kernel: [N0 c, N0 c +
 // N0) and, where N1 > 0 (DS = 192), [2 N0 + N1 c, 2 N0 + N1 (c + 1)). An N-major wgmma operand may end inside a
@@ -244,8 +250,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
   constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>, DSB = DS_BYTES<D>;
   constexpr bool IN_STEP = DQ_IN_STEP<D>;
-  // the dQ reductions by a writer warp of the producer warpgroup (its warp 1), where that warpgroup's other threads
-  // are idle (no node order: one thread drives the copy engine) and a consumer stages dQ in a buffer of its own
+  // the dQ reductions by a writer thread of the producer warpgroup (warp 1's first), where that warpgroup's other
+  // threads are idle (no node order: one thread drives the copy engine) and a consumer stages dQ in a buffer of its own
   constexpr bool WRITER = !PERM && !IN_STEP;
   using Cols = HalfColumns<DS>;
   static_assert(BWD_SM90_SMEM_BYTES<D> + 2 * BM * 4 <= 227 * 1024,
@@ -269,8 +275,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
   // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), after the mbarriers
-  long long* dq_slots = reinterpret_cast<long long*>(generic(bars + 48));
-  static_assert(BARRIERS * 8 <= 48 && 48 + 16 <= 96, "the slots lie between the mbarriers and the row table");
+  int* dq_slots = reinterpret_cast<int*>(generic(bars + 8 * BARRIERS));
+  static_assert(8 * BARRIERS + 8 <= 96, "the slots lie between the mbarriers and the row table");
   // a step's rows (from row0) of the bit tile payload in the pool
   auto step_bits = [&](int payload, int row0) {
     return bit_pool + (long long)payload * (TILE_M * KB / 32) + row0 % TILE_M * (KB / 32);
@@ -303,12 +309,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       // every consumer thread: each read the stage (LSE, delta, the step) with ordinary loads, which a release by
       // one lane per warp orders only through __syncwarp (compute-sanitizer's racecheck does not follow that)
       mbarrier_init(barrier(EMPTY + s), 256);
+      mbarrier_init(barrier(DQ_FULL + s), 128);  // here s is the consumer
+      mbarrier_init(barrier(DQ_EMPTY + s), 1);
     }
   }
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<PRODUCER_REGS>();
+    setmaxnreg_dec<PRODUCER_REGS<PERM>>();
     const Where at = where();
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
@@ -329,14 +337,15 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       return true;
     };
     // the step's description: its first row, its dQ chunks (DqChunk), mask group and payload (-1: FULL)
+    // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound
+    auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
+    // (the chunk from the step's row values: n_q_pad / BM, kept, would spill at the producer's 24 registers)
     auto describe = [&](int row0) {
       int payload = -1;
       if (MASK != MASK_NONE && bwd_kind[e] == KIND_PARTIAL) payload = MASK == MASK_BITS ? bwd_payload_idx[e] : 0;
-      return make_int4(row0, (b * heads + h_first + head) * (n_q_pad / BM) + row0 / BM, group, payload);
+      return make_int4(row0, (int)(row_values(row0) / BM), group, payload);
     };
     const int4 end_of_walk = make_int4(-1, 0, 0, 0);
-    // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound
-    auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
     if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup, which never waits
       // for its copies either (cp_async_arrive); the consumers fence them after their waits
       // the block's keys through the row table too (then a barrier: the first step's rows overwrite it)
@@ -415,22 +424,20 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         if (FIXED) bulk_load(sRows + 4 * BM * 4 + stage * BM, dq_exp + values, BM, full);
         if (bits) bulk_load(sBits + stage * BITS_BYTES<D>, step_bits(here.w, row0), BITS_BYTES<D>, full);
       }
-    } else if (WRITER && tid / 32 == 1) {
+    } else if (WRITER && tid == 32) {
       // the dQ writer: each consumer's chunk, once the consumer has staged it (DQ_FULL), into dq_accum by one bulk
       // reduction; its staging is handed back (DQ_EMPTY) once the copy engine has read it. A chunk index < 0 ends.
-      const int lane = tid % 32;
-      named_barrier_arrive(DQ_EMPTY, 160);  // both stagings start free
-      named_barrier_arrive(DQ_EMPTY + 1, 160);
+      // Both consumers stage a chunk at every step they do not skip (the same steps).
 #pragma unroll 1
-      for (;;) {
+      for (int n = 0;; ++n) {
         bool end = false;
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          named_barrier_sync(DQ_FULL + c, 160);
+          mbarrier_wait(barrier(DQ_FULL + c), n & 1);
           const long long chunk = dq_slots[c];
           if (chunk < 0) {
             end = true;
-          } else if (lane == 0) {
+          } else {
             bulk_reduce_add(reinterpret_cast<typename Dq::type*>(dq_accum) +
                                 DqChunk<DQ_COLUMNS<D>>::offset(2 * chunk + c, 0, 0),
                             sdQ + c * DQ_BYTES<D>, DQ_BYTES<D>);
@@ -438,19 +445,17 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           }
         }
         if (end) break;
-        if (lane == 0) bulk_wait_read<1>();
-        __syncwarp();
-        named_barrier_arrive(DQ_EMPTY, 160);
-        if (lane == 0) bulk_wait_read<0>();
-        __syncwarp();
-        named_barrier_arrive(DQ_EMPTY + 1, 160);
+        bulk_wait_read<1>();
+        mbarrier_arrive(barrier(DQ_EMPTY));
+        bulk_wait_read<0>();
+        mbarrier_arrive(barrier(DQ_EMPTY + 1));
       }
-      if (lane == 0) bulk_wait<0>();
+      bulk_wait<0>();
     }
     return;
   }
 
-  setmaxnreg_inc<CONSUMER_REGS>();
+  setmaxnreg_inc<CONSUMER_REGS<PERM>>();
   const Where at = where();
   const int b = at.b, kv_head = at.kv_head, n_block = at.n_block, key0 = at.key0;
   // Up to D = 128 consumer c takes keys [64 c, 64 c + 64) of the block's 128, all BM queries of a step and every
@@ -515,6 +520,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto dq_staging_free = [&]() {
     if constexpr (!IN_STEP && !WRITER) bulk_wait_read<0>();
   };
+  // WRITER: before a consumer stages its chunk `chunk` (counted from 0), the writer has seen the one before read
+  // (phase chunk - 1 of DQ_EMPTY; a new mbarrier's phase "-1" counts as completed)
+  auto writer_read_last = [&](int chunk) { mbarrier_wait(barrier(DQ_EMPTY + consumer), (chunk & 1) ^ 1); };
 
   float acc_dk[DB][4], acc_dv[DB][4];
 #pragma unroll
@@ -551,7 +559,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     auto values = [&]() { return stage * BM + query_lo + 2 * t_lane; };
     // LSE into registers before the products, so that its latency is not paid after S^T's wait (2 NQ registers);
     // read after it at 128-row steps (NQ = 16: 32 registers more spill beside S^T and dP^T) and with a node order
-    // (it spilled there, when those consumers had 232 or 224 registers and the others 240)
+    // (the consumers' budgets, 232 and 224, leave no room: the producers gather)
     constexpr bool LSE_AHEAD = !PERM && NQ <= 8;
     float2 lse[NQ];
     if constexpr (LSE_AHEAD) load_cols_t(lse, ColumnValues{lse_s + values()});
@@ -669,7 +677,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
                                    (DQ_BY_ROWS<D> ? 64 * consumer : 0) + 16 * warp + g_lane;
         to_fixed = make_float2(exp2_int(exp_s[0]), exp2_int(exp_s[8]));
       }
-      if constexpr (WRITER) named_barrier_sync(DQ_EMPTY + consumer, 160);  // the writer has seen it read
+      if constexpr (WRITER) writer_read_last(ds_turn - 1);
 #pragma unroll
       for (int j = 0; j < DQ_FRAGMENTS; ++j) {
         auto* staged = reinterpret_cast<typename Dq::vec4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
@@ -678,7 +686,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       fence_proxy_async();
       if constexpr (WRITER) {
         if (ctid == 0) dq_slots[consumer] = here.y;
-        named_barrier_arrive(DQ_FULL + consumer, 160);
+        mbarrier_arrive(barrier(DQ_FULL + consumer));
       } else {
         named_barrier_sync(1 + consumer, 128);
       }
@@ -706,9 +714,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     }
   }
   if constexpr (WRITER) {  // the end of the walk, to the writer
-    named_barrier_sync(DQ_EMPTY + consumer, 160);
+    writer_read_last(ds_turn);
     if (ctid == 0) dq_slots[consumer] = -1;
-    named_barrier_arrive(DQ_FULL + consumer, 160);
+    mbarrier_arrive(barrier(DQ_FULL + consumer));
   } else if (ctid == 0) {
     bulk_wait<0>();
   }
