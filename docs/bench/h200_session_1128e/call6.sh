@@ -1,4 +1,4 @@
-# Call 6 (H200): dS^T by stmatrix (docs/bench/h200_session_1128e/writer_stmatrix_ds.diff, applied to the working tree) on top of main
+# Call 6 (H200): dS^T by stmatrix (writer_stmatrix_ds.diff beside this, applied to the working tree) on top of main
 # (the dQ writer on mbarriers), in turns against main; then the backward GPU tests on it. Carry .whl (basetree = main).
 set -uo pipefail
 source scripts/gpu_install.sh || exit 1
