@@ -4,7 +4,7 @@ side:
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
         python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window|fa4_bwd} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
-    python3 scripts/ncu_forward.py {time|time_bwd} D N H [WORKLOAD ...]
+    python3 scripts/ncu_forward.py {time|time_bwd|clocks|clocks_bwd} D N H [WORKLOAD ...]
 
 The profiled range is one call after three warm-ups (``--profile-from-start off``), so only that call's kernels are
 measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``)
@@ -15,8 +15,10 @@ own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``); ``fa4_window`` (workload swa): FlashAttention-4's causal sliding window of
 WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``; ``fa4_bwd``
 (full and causal): FlashAttention-4's ``_flash_attn_bwd`` at its own tile choice, the peer of ``ours_bwd``. ``time``
-(``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process. bf16, B = 1,
-H heads of D over N tokens.
+(``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process. ``clocks``
+(``clocks_bwd``): the same kernels each run back to back for a few seconds while ``nvidia-smi`` samples the SM clock
+and the power draw every 50 ms: medians of the samples under each, and the time per call at those clocks (does a
+kernel lose time to a lower clock, not to its schedule?). bf16, B = 1, H heads of D over N tokens.
 """
 
 import inspect
@@ -80,15 +82,41 @@ def make(which, d, n, h, workload):
     return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
 
 
+def under_clock_samples(fn, seconds=4.0):
+    """fn run back to back for `seconds` while nvidia-smi samples the SM clock (MHz) and power (W) every 50 ms:
+    (ms per call, median clock, median power) over the second half, once the clock has settled."""
+    import subprocess
+    import time
+
+    import torch
+
+    sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                                "-lms", "50"], stdout=subprocess.PIPE, text=True)
+    start = time.perf_counter()
+    calls, half = 0, None
+    while time.perf_counter() - start < seconds:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        calls += 10
+        if half is None and time.perf_counter() - start >= seconds / 2:
+            half = (time.perf_counter(), calls)
+    end = time.perf_counter()
+    sampler.terminate()
+    samples = [[float(x) for x in line.split(",")] for line in sampler.communicate()[0].splitlines() if "," in line]
+    settled = np.array(samples[len(samples) // 2:])
+    return 1e3 * (end - half[0]) / (calls - half[1]), np.median(settled[:, 0]), np.median(settled[:, 1])
+
+
 def main():
     which, d, n, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     workloads = sys.argv[5:] or ["full"]
-    if which in ("time", "time_bwd"):
+    if which in ("time", "time_bwd", "clocks", "clocks_bwd"):
         import torch
         from triton.testing import do_bench
 
         for workload in workloads:
-            if which == "time_bwd":
+            if which.endswith("_bwd"):
                 names = ["ours_bwd", "fa4_bwd"] if workload in ("full", "causal") else ["ours_bwd"]
             else:
                 names = (["ours", "ours_192"] if d <= 64 else ["ours"]) + FA4_PEERS.get(workload, [])
@@ -97,8 +125,12 @@ def main():
                     fn = make(name, d, n, h, workload)
                     fn()
                     torch.cuda.synchronize()
-                    ms = do_bench(fn, warmup=50, rep=300)
-                    print(f"{name:12s} {workload} D={d} n={n} H={h}: {ms:.3f} ms", flush=True)
+                    label = f"{name:12s} {workload} D={d} n={n} H={h}"
+                    if which.startswith("clocks"):
+                        ms, mhz, watts = under_clock_samples(fn)
+                        print(f"{label}: {ms:.3f} ms a call at {mhz:.0f} MHz, {watts:.0f} W", flush=True)
+                    else:
+                        print(f"{label}: {do_bench(fn, warmup=50, rep=300):.3f} ms", flush=True)
                 except ImportError as error:
                     print(f"{name}: not importable ({error})", flush=True)
         return

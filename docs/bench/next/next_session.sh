@@ -4,8 +4,9 @@
 # (.peers/a and .peers/b from ../shared/peers/fa4-wheels.sh; .whl holds the meson-python and pyproject-metadata wheels.)
 # On the H200 of 2026-11-28 (e) our dense forward at 16k D=128 (MASK_NONE) took 3.525 ms against 3.141 on the H100 of
 # 2026-11-28 (c), the same kernel, while FA4's did not move (3.208 / 3.228) and the causal forward did not either. This
-# call times ours against FA4 alone, twice, forward and backward, with the clocks and power beside them, then takes an
-# Nsight Compute report of our dense forward (compare it with docs/bench/h100_session_1128d's if the gap holds).
+# call times ours against FA4 alone, twice, forward and backward, then each under sampled clocks and power (a kernel
+# drawing more power runs at a lower clock: that could be the dense forward's fragility), then takes an Nsight Compute
+# report of our dense forward (compare it with docs/bench/h100_session_1128d's if the gap holds).
 # The dQ writer (FA4's dQaccum_store, on mbarriers) is merged; the backward alone was then 1.11x FA4's at 16k D=128
 # and even at 8k D=64 (bench, H200).
 # Other leads (performance.md, 2026-11-28 (c) to (e)):
@@ -25,8 +26,10 @@ source scripts/gpu_install.sh || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv > $OUT/gpu.csv
 for round in 1 2; do
   timeout 120 python3 scripts/ncu_forward.py time 128 16384 16 full causal
-  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 done > $OUT/fwd_time.log 2>&1
+# each kernel back to back for 4 s under nvidia-smi's clock and power samples: a kernel that draws more power runs at
+# a lower clock, which would slow only the densest instantiation and move with small unrelated changes
+timeout 120 python3 scripts/ncu_forward.py clocks 128 16384 16 full causal >> $OUT/fwd_time.log 2>&1
 echo "forward timed $(date +%T)"; cat $OUT/fwd_time.log
 timeout 150 python3 scripts/ncu_forward.py time_bwd 128 16384 16 full causal > $OUT/bwd_time.log 2>&1
 timeout 100 python3 scripts/ncu_forward.py time_bwd 64 8192 32 full causal >> $OUT/bwd_time.log 2>&1
