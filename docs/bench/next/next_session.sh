@@ -37,3 +37,8 @@ echo "backward timed $(date +%T)"; cat $OUT/bwd_time.log
 timeout 150 ncu --clock-control none --profile-from-start off --set full -o $OUT/ours_fwd_full \
     python3 scripts/ncu_forward.py ours 128 16384 16 full > $OUT/ncu.log 2>&1
 echo "ncu rc $? $(date +%T)"; tail -n 3 $OUT/ncu.log
+# the GPU tests that reach the backward through torch, SDPA, training and prepared calls: not yet run on the writer
+# (2026-11-28 (e) ran tests/gpu/test_backward.py, 135 passed, and the sanitizers)
+timeout 240 python3 -m pytest -q -x tests/gpu --ignore=tests/gpu/test_backward.py --ignore=tests/gpu/test_forward.py \
+    --ignore=tests/gpu/test_decode.py > $OUT/pytest_rest.log 2>&1
+echo "other GPU tests rc $? $(date +%T): $(tail -n 1 $OUT/pytest_rest.log)"
