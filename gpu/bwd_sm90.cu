@@ -512,8 +512,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     return IN_STEP ? (piece ? sdO : sQ) + stage * STEP + consumer * PIECE_BYTES
                    : sdQ + consumer * DQ_BYTES<D> + piece * PIECE_BYTES;
   };
-  // a consumer's own staging buffer (!DQ_IN_STEP) is free again once its last bulk reduction has read it: waited
-  // for before DS_READY, which every thread of both consumers passes before it writes its next chunk (the reduction
+  // a consumer's own staging buffer (!DQ_IN_STEP) is free again once its last bulk reduction has read it: where the
+  // consumers issue their own (node orders), waited for before DS_READY, which every thread of both consumers passes before it writes its next chunk (the reduction
   // had the step's products and exponentials to finish). Every thread waits, though only the one that issued the
   // reductions has any: a branch on the thread here, between products in flight, makes ptxas serialize them
   // (warning C7519, "warpgroup.arrive is injected").
@@ -664,9 +664,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       wgmma_wait<DK_UNDER_STAGING ? 1 : 0>();
       pin_registers(acc_dv);
       pin_registers(acc_dq);
-      // the chunk to shared memory (its staging was free by DS_READY; DQ_IN_STEP: the stage's last reductions
-      // were read before it was refilled, and its tiles are free once the whole consumer is past its products),
-      // then bulk reductions into dq_accum
+      // the chunk to shared memory (its staging was free by DS_READY, or, WRITER, once the writer has seen the last
+      // chunk read; DQ_IN_STEP: the stage's last reductions were read before it was refilled, and its tiles are free
+      // once the whole consumer is past its products), then bulk reductions into dq_accum
       if constexpr (IN_STEP) named_barrier_sync(1 + consumer, 128);
       constexpr int PIECE_FRAGMENTS = DQ_FRAGMENTS / PIECES;
       // FIXED: the fragment's rows (16 warp + g_lane and 8 more of the consumer's 64) scaled by their 2^e and
