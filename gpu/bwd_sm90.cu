@@ -513,10 +513,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
                    : sdQ + consumer * DQ_BYTES<D> + piece * PIECE_BYTES;
   };
   // a consumer's own staging buffer (!DQ_IN_STEP) is free again once its last bulk reduction has read it: where the
-  // consumers issue their own (node orders), waited for before DS_READY, which every thread of both consumers passes before it writes its next chunk (the reduction
-  // had the step's products and exponentials to finish). Every thread waits, though only the one that issued the
-  // reductions has any: a branch on the thread here, between products in flight, makes ptxas serialize them
-  // (warning C7519, "warpgroup.arrive is injected").
+  // consumers issue their own (node orders), waited for before DS_READY, which every thread of both consumers passes
+  // before it writes its next chunk (the reduction had the step's products and exponentials to finish). Every thread
+  // waits, though only the one that issued the reductions has any: a branch on the thread here, between products in
+  // flight, makes ptxas serialize them (warning C7519, "warpgroup.arrive is injected").
   auto dq_staging_free = [&]() {
     if constexpr (!IN_STEP && !WRITER) bulk_wait_read<0>();
   };
