@@ -277,6 +277,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), after the mbarriers
   int* dq_slots = reinterpret_cast<int*>(generic(bars + 8 * BARRIERS));
   static_assert(8 * BARRIERS + 8 <= 96, "the slots lie between the mbarriers and the row table");
+  // where consumer c's dQ chunk of step chunk y (the step's here.y) lands in dq_accum (DqChunk order)
+  auto accum_chunk = [&](long long y, int c) {
+    return reinterpret_cast<typename Dq::type*>(dq_accum) + DqChunk<DQ_COLUMNS<D>>::offset(2 * y + c, 0, 0);
+  };
   // a step's rows (from row0) of the bit tile payload in the pool
   auto step_bits = [&](int payload, int row0) {
     return bit_pool + (long long)payload * (TILE_M * KB / 32) + row0 % TILE_M * (KB / 32);
@@ -438,9 +442,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           if (chunk < 0) {
             end = true;
           } else {
-            bulk_reduce_add(reinterpret_cast<typename Dq::type*>(dq_accum) +
-                                DqChunk<DQ_COLUMNS<D>>::offset(2 * chunk + c, 0, 0),
-                            sdQ + c * DQ_BYTES<D>, DQ_BYTES<D>);
+            bulk_reduce_add(accum_chunk(chunk, c), sdQ + c * DQ_BYTES<D>, DQ_BYTES<D>);
             bulk_commit();
           }
         }
@@ -689,15 +691,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         mbarrier_arrive(barrier(DQ_FULL + consumer));
       } else {
         named_barrier_sync(1 + consumer, 128);
-      }
-      if (!WRITER && ctid == 0) {
-        const long long chunk = DqChunk<DQ_COLUMNS<D>>::offset(2ll * here.y + consumer, 0, 0);
+        if (ctid == 0) {
 #pragma unroll
-        for (int piece = 0; piece < PIECES; ++piece) {
-          bulk_reduce_add(reinterpret_cast<typename Dq::type*>(dq_accum) + chunk + piece * (PIECE_BYTES / 4),
-                          staging(stage, piece), PIECE_BYTES);
+          for (int piece = 0; piece < PIECES; ++piece) {
+            bulk_reduce_add(accum_chunk(here.y, consumer) + piece * (PIECE_BYTES / 4), staging(stage, piece),
+                            PIECE_BYTES);
+          }
+          bulk_commit();
         }
-        bulk_commit();
       }
       if constexpr (DK_UNDER_STAGING) wgmma_wait<0>();
       pin_registers(acc_dk);
