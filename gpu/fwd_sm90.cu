@@ -306,11 +306,15 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     for (int i = 1; i < n_entries; ++i) {
       const int stage = i & 1, prev = stage ^ 1;
       entry = read_entry(e_begin + i);
+      // V of the block before is waited for only once S is issued, as FlashAttention-4's intra-warpgroup overlap
+      // does: 2-8% faster up to D = 192 (dense D = 64 within 1%), 1% slower at 256 (H200, docs/performance.md,
+      // 2026-11-28 (f))
       mbarrier_wait(barrier(K_FULL + stage), (i >> 1) & 1);
-      mbarrier_wait(barrier(V_FULL + prev), ((i - 1) >> 1) & 1);
       fence_gathered();
       take_turn();
       issue_scores(stage);
+      mbarrier_wait(barrier(V_FULL + prev), ((i - 1) >> 1) & 1);
+      fence_gathered();
       issue_pv(prev);
       pass_turn();
       wgmma_wait<1>();
