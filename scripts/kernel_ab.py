@@ -54,6 +54,8 @@ FORWARD = [
     ("graph_rcm", 8192, 32, 64),
     ("lf_dilated", 16384, 16, 128),
 ]
+# the forward-only 192-row tile at D <= 64 (tile_for(..., training=False)), as the bench's forward takes it there
+FORWARD_192 = [("full", 8192, 32, 64), ("causal", 8192, 32, 64)]
 BACKWARD = FORWARD[:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128),
                           ("shared_question", 16384, 16, 128)] + FORWARD[-3:]
 
@@ -73,16 +75,19 @@ def time_cases(sides: dict, rounds: int, backward: bool, only: str, every_determ
 
     bf16 = np.dtype(ml_dtypes.bfloat16)
 
-    runs = [(f"fwd {workload} {n // 1024}k D={d}", workload, n, h, d, None) for workload, n, h, d in FORWARD]
+    runs = [(f"fwd {workload} {n // 1024}k D={d}", workload, n, h, d, None, True) for workload, n, h, d in FORWARD]
+    runs += [(f"fwd192 {workload} {n // 1024}k D={d}", workload, n, h, d, None, False)
+             for workload, n, h, d in FORWARD_192]
     if backward:
-        runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False) for workload, n, h, d in BACKWARD]
-        runs += [(f"bwd deterministic {workload} {n // 1024}k D={d}", workload, n, h, d, True)
+        runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False, True)
+                 for workload, n, h, d in BACKWARD]
+        runs += [(f"bwd deterministic {workload} {n // 1024}k D={d}", workload, n, h, d, True, True)
                  for workload, n, h, d in (BACKWARD if every_deterministic else BACKWARD[:1])]
     times = {side: {} for side in sides}
-    for label, workload, n, h, d, deterministic in runs:
+    for label, workload, n, h, d, deterministic, training in runs:
         if not any(part in label for part in only.split(",")):
             continue
-        plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16))
+        plan = compile_mask(workloads.build(workload, n), tile=cuda.tile_for(d, bf16, training=training))
         q, k, v, do = inputs(4, (1, h, n, d), bf16, np.random.default_rng(0))
         out, lse = cuda.forward(q, k, v, plan, d ** -0.5)
 
