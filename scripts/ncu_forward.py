@@ -22,7 +22,9 @@ kernel lose time to a lower clock, not to its schedule?). bf16, B = 1, H heads o
 """
 
 import inspect
+import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -85,9 +87,6 @@ def make(which, d, n, h, workload):
 def under_clock_samples(fn, seconds=4.0):
     """fn run back to back for `seconds` while nvidia-smi samples the SM clock (MHz) and power (W) every 50 ms:
     (ms per call, median clock, median power) over the second half, once the clock has settled."""
-    import subprocess
-    import time
-
     import torch
 
     sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
