@@ -208,7 +208,12 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   }
 
   setmaxnreg_inc<CONSUMER_REGS<D, TILE_M>>();
-  const int consumer = warpgroup - 1;  // rows [64 consumer, 64 consumer + 64) of the tile
+  // rows [64 consumer, 64 consumer + 64) of the tile. At the 192-row tile it is broadcast from lane 0, so that the
+  // compilers know it is the same in every lane (CUTLASS's canonical_warp_group_idx, as bwd_sm90.cu): the wgmma
+  // descriptors built from it then live in uniform registers. Measured on an H200 against the plain index
+  // (scripts/kernel_ab.py, docs/performance.md 2026-11-28 (g)): 4% faster at the 192-row tile (D = 64, full and
+  // causal), 1% slower at D = 128 and 4% slower on causal D = 64 at 128 rows, so only there.
+  const int consumer = (TILE_M == 192 ? __shfl_sync(0xffffffffu, warpgroup, 0) : warpgroup) - 1;
   const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
   const int g_lane = lane / 4, t_lane = lane % 4;
   const int tile_row = 64 * consumer + 16 * warp;  // the warp's first row inside the tile
