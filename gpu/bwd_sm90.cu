@@ -467,7 +467,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // operands from shared memory.
   // broadcast from lane 0 so that the compilers know it is the same in every lane (CUTLASS's
   // canonical_warp_group_idx): the wgmma descriptors built from it live in uniform registers (57 -> 8 R2UR at
-  // D = 128, 1-2% faster on the H100, performance.md 2026-11-28; the forward's consumers lost 3-4% by it)
+  // D = 128, 1-2% faster on the H100, performance.md 2026-11-28; the forward takes it at its 192-row tile only,
+  // fwd_sm90.cu)
   const int consumer = __shfl_sync(0xffffffffu, warpgroup, 0) - 1;
   const int key_lo = W ? 0 : 64 * consumer, query_lo = W ? 32 * consumer : 0;
   const int ctid = tid % 128, warp = ctid / 32, lane = tid % 32;
