@@ -562,7 +562,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     auto values = [&]() { return stage * BM + query_lo + 2 * t_lane; };
     // LSE into registers before the products, so that its latency is not paid after S^T's wait (2 NQ registers);
     // read after it at 128-row steps (NQ = 16: 32 registers more spill beside S^T and dP^T) and with a node order
-    // (the consumers' budgets, 232 and 224, leave no room: the producers gather)
+    // (there the consumers hold 232 registers, at which it spilled: the producers gather)
     constexpr bool LSE_AHEAD = !PERM && NQ <= 8;
     float2 lse[NQ];
     if constexpr (LSE_AHEAD) load_cols_t(lse, ColumnValues{lse_s + values()});
