@@ -4,7 +4,7 @@ side:
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
         python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window|fa4_bwd} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
-    python3 scripts/ncu_forward.py {time|time_bwd|clocks|clocks_bwd} D N H [WORKLOAD ...]
+    python3 scripts/ncu_forward.py {time|time_bwd|turns|turns_bwd|clocks|clocks_bwd} D N H [WORKLOAD ...]
 
 The profiled range is one call after three warm-ups (``--profile-from-start off``), so only that call's kernels are
 measured. ``ours``: maskattn's CUDA forward over ``maskattn.bench.workloads.build(WORKLOAD, N)`` (default ``full``)
@@ -15,7 +15,11 @@ own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``); ``fa4_window`` (workload swa): FlashAttention-4's causal sliding window of
 WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``; ``fa4_bwd``
 (full and causal): FlashAttention-4's ``_flash_attn_bwd`` at its own tile choice, the peer of ``ours_bwd``. ``time``
-(``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process. ``clocks``
+(``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process, one after the
+other; ``turns`` (``turns_bwd``): the same kernels' samples taken in turns (scripts/gpu_timing.py's
+``medians_in_turns``: 30 samples each, a sample the mean of a burst of 5 calls, no L2 flush), so that the clock,
+which falls as the card nears its power limit, moves under all of them alike (``time``'s reading of the kernel
+that runs first, or after an idle spell, can be the faster for its clock, not its schedule). ``clocks``
 (``clocks_bwd``): the same kernels each run back to back for a few seconds while ``nvidia-smi`` samples the SM clock
 and the power draw every 50 ms: medians of the samples under each, and the time per call at those clocks (does a
 kernel lose time to a lower clock, not to its schedule?). bf16, B = 1, H heads of D over N tokens.
@@ -110,7 +114,7 @@ def under_clock_samples(fn, seconds=4.0):
 def main():
     which, d, n, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     workloads = sys.argv[5:] or ["full"]
-    if which in ("time", "time_bwd", "clocks", "clocks_bwd"):
+    if which in ("time", "time_bwd", "turns", "turns_bwd", "clocks", "clocks_bwd"):
         import torch
         from triton.testing import do_bench
 
@@ -121,6 +125,18 @@ def main():
                 names = (["ours", "ours_192"] if d <= 64 else ["ours"]) + FA4_PEERS.get(workload, [])
                 if d > 128:  # FA4's 128 x 128 tile needs 328704 bytes of shared memory at D = 256 (the limit: 232448)
                     names = [name for name in names if name != "fa4_128"]
+            if which.startswith("turns"):
+                from gpu_timing import medians_in_turns  # scripts/ is on the path of a script run from there
+
+                fns = {}
+                for name in names:
+                    try:
+                        fns[name] = make(name, d, n, h, workload)
+                    except ImportError as error:
+                        print(f"{name}: not importable ({error})", flush=True)
+                for name, ms in medians_in_turns(fns, reps=30).items():
+                    print(f"{name:12s} {workload} D={d} n={n} H={h}: {ms:.3f} ms (in turns)", flush=True)
+                continue
             for name in names:
                 try:
                     fn = make(name, d, n, h, workload)

@@ -55,7 +55,7 @@ def _fake_libraries(calls):
 
 @pytest.mark.parametrize("workload", ["full", "causal", "doc_causal"])
 def test_peers_compute_the_workload_and_time_or_say_why_not(workload, monkeypatch):
-    monkeypatch.setattr(attention, "bench_ms", lambda fn: (fn(), 1.5)[1])
+    monkeypatch.setattr(attention, "turns_ms", _calls_each)
     calls = []
     flex, fa4 = _fake_libraries(calls)
     B, H, n, D = 1, 2, 24, 16
@@ -64,9 +64,11 @@ def test_peers_compute_the_workload_and_time_or_say_why_not(workload, monkeypatc
     ref = F.scaled_dot_product_attention(*inputs[0][:3], is_causal=workload != "full")
     expected = {"full": set(peers.PEERS), "causal": set(peers.PEERS), "doc_causal": {"flex", "flex_flash"}}[workload]
     mask = "causal" if workload != "full" else None
-    row = {"reasons": {}}
-    for key, attn in peers.peer_calls(workload, flex, mask, fa4).items():
-        out = attention.time_peer(row, key, attn, inputs=inputs, backward=True)
+    row, turns = {"reasons": {}}, {phase: {} for phase in attention.PHASES}
+    outs = {key: attention.time_peer(row, key, attn, inputs=inputs, backward=True, turns=turns)
+            for key, attn in peers.peer_calls(workload, flex, mask, fa4).items()}
+    attention.time_turns(row, turns)
+    for key, out in outs.items():
         for phase in attention.PHASES:  # every phase timed, or refused with a reason (cuDNN has no CPU kernel)
             assert (row[f"{key}_{phase}_ms"] == 1.5) != (f"{key}_{phase}" in row["reasons"])
         if out is not None and key != "flex":  # the fake flex is causal wherever a block mask is given
@@ -77,17 +79,35 @@ def test_peers_compute_the_workload_and_time_or_say_why_not(workload, monkeypatc
     assert all(reason.startswith("RuntimeError") for key, reason in row["reasons"].items())
 
 
+def _calls_each(fns):
+    """turns_ms on the CPU: each callable called once, 1.5 ms each."""
+    return {name: (fn(), 1.5)[1] for name, fn in fns.items()}
+
+
 def test_a_failing_first_call_stands_for_every_phase(monkeypatch):
-    monkeypatch.setattr(attention, "bench_ms", lambda fn: pytest.fail("a refused peer was timed"))
-    row = {"reasons": {}}
+    monkeypatch.setattr(attention, "turns_ms", lambda fns: pytest.fail("a refused peer was timed"))
+    row, turns = {"reasons": {}}, {phase: {} for phase in attention.PHASES}
 
     def refuses(q, k, v):
         raise ValueError("sparse_block_size[1] must be a multiple of tile_n=80")
 
     x = torch.zeros(1, 1, 4, 8)
-    assert attention.time_peer(row, "flex_flash", refuses, inputs=[(x, x, x, x)], backward=True) is None
+    assert attention.time_peer(row, "flex_flash", refuses, inputs=[(x, x, x, x)], backward=True, turns=turns) is None
+    attention.time_turns(row, turns)
     assert row["flex_flash_fwd_ms"] is None and row["flex_flash_fwdbwd_ms"] is None
     assert row["reasons"]["flex_flash_fwdbwd"] == "ValueError: sparse_block_size[1] must be a multiple of tile_n=80"
+
+
+def test_a_side_failing_in_turns_keeps_the_others_times(monkeypatch):
+    monkeypatch.setattr(attention, "turns_ms", _calls_each)
+    row = {"reasons": {}}
+
+    def fails():
+        raise RuntimeError("CUDA out of memory")
+
+    attention.time_turns(row, {"fwd": {"maskattn": lambda: None, "fa4": fails}, "fwdbwd": {}})
+    assert row["maskattn_fwd_ms"] == 1.5 and row["fa4_fwd_ms"] is None
+    assert row["reasons"] == {"fa4_fwd": "RuntimeError: CUDA out of memory"}
 
 
 def _row(**times):

@@ -6,8 +6,10 @@ For each workload it times maskattn's plan compile plus upload and its forward (
 without a mask, and the peers of :mod:`.peers` that compute the workload's mask: FlexAttention compiled on its
 Triton and FLASH backends (every workload, one BlockMask), and for full and causal FlashAttention-4 and SDPA's cuDNN
 and flash kernels. Each row names the fastest peer and maskattn's time over its time; a peer that refuses or
-fails keeps its reason. Outputs are checked against SDPA's. Timing is ``do_bench``'s median, or with ``--graph``
-calls replayed in CUDA graphs (no host time: FLASH's launch path costs a few hundred microseconds a call).
+fails keeps its reason. Outputs are checked against SDPA's. Each row's callables are timed in turns
+(:func:`.common.turns_ms`: their samples interleaved, so that the clock, which the card's power limit moves, is
+shared), or with ``--graph`` replayed in CUDA graphs one after another (no host time: FLASH's launch path costs a few
+hundred microseconds a call).
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ import maskattn
 from maskattn.backends import cuda
 
 from . import workloads
-from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, attempt, bench_ms, fmt, fwd_bwd_step, graph_ms,
-                     input_sets, median_ms, print_report, ratio, try_)
+from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, TURNS_BURST, TURNS_SAMPLES, attempt, bench_ms, fmt,
+                     fwd_bwd_step, graph_ms, input_sets, median_ms, print_report, ratio, try_, turns_ms)
 from .peers import PEERS, compiled_flex, flash_attn_4, flex_mask_mod, peer_calls, sdpa
 
 PHASES = {"fwd": ("forward", 1.0), "fwdbwd": ("forward+backward", 3.5)}  # FLOPs: the backward counts 2.5x
 LABELS = {"maskattn": "maskattn", **PEERS, "sdpa_mask": "SDPA mask", "sdpa_flash_nomask": "SDPA flash no-mask"}
 TIMERS = {"do_bench": "median of triton's do_bench (each call after an L2 flush, host launch time included)",
+          "turns": f"medians of {TURNS_SAMPLES} samples a side taken in turns with the row's other sides (a sample: "
+                   f"{TURNS_BURST} calls between CUDA events, host launch time included)",
           "graph": f"CUDA graphs ({GRAPH_CALLS} calls a replay, median of {GRAPH_REPLAYS} replays, inputs rotated "
                    "past L2; no host time)"}
 
@@ -50,7 +54,7 @@ def run(args) -> list[dict]:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     B, H, D = args.batch, args.heads, args.head_dim
     tile = cuda.tile_for(D, np.float16 if args.dtype == "fp16" else "bfloat16")
-    setup = {"timer": "graph" if args.graph else "do_bench", "device": torch.cuda.get_device_name(),
+    setup = {"timer": "graph" if args.graph else "turns", "device": torch.cuda.get_device_name(),
              "torch": torch.__version__, "fa4": fa4_version, "peers": list(args.peers)}
     if not args.plans_only:
         print(describe([setup]), flush=True)
@@ -94,7 +98,9 @@ def run(args) -> list[dict]:
                 inputs += [tuple(torch.randn_like(x) for x in inputs[0])
                            for _ in range(input_sets(sum(x.nbytes for x in inputs[0])) - 1)]
 
-            time_ = functools.partial(time_peer, row, inputs=inputs, backward=args.backward, graph=args.graph)
+            turns = None if args.graph else {phase: {} for phase in PHASES}  # phase: {side: call}, for time_turns
+            time_ = functools.partial(time_peer, row, inputs=inputs, backward=args.backward, graph=args.graph,
+                                      turns=turns)
 
             def maskattn_fwd_bwd(q_, k_, v_, do_):
                 def step():
@@ -138,6 +144,8 @@ def run(args) -> list[dict]:
                 peer_out = time_(key, attn)
                 if peer_out is not None and ref is not None and spec.perm is None:  # Flex gets perm plans' order
                     row[f"{key}_rel_err"] = rel_err(peer_out)
+            if turns is not None:
+                time_turns(row, turns)
             for phase in PHASES:
                 best, best_ms = best_peer(row, phase)
                 if best is not None:
@@ -152,26 +160,39 @@ def run(args) -> list[dict]:
     return rows
 
 
-def time_peer(row, key, attn, fwd_bwd=None, *, inputs, backward=False, graph=False):
-    """Call ``attn(q, k, v)`` once on the first input set (compiling what it compiles) and return its output, then
-    time it into ``row[key_fwd_ms]`` and, with ``backward``, ``row[key_fwdbwd_ms]`` (``fwd_bwd(q, k, v, do)``
-    makes the step, or one goes through autograd): ``do_bench`` on the first set of ``inputs`` ((q, k, v, do)
-    tuples), or with ``graph`` in a CUDA graph rotating through them all. A refusal or failure leaves None and its
-    reason in ``row["reasons"]`` (the first call's failure stands for every phase), and returns None."""
+def time_peer(row, key, attn, fwd_bwd=None, *, inputs, backward=False, graph=False, turns=None):
+    """Call ``attn(q, k, v)`` once on the first input set (compiling what it compiles) and return its output; its
+    time goes into ``row[key_fwd_ms]`` and, with ``backward``, ``row[key_fwdbwd_ms]`` (``fwd_bwd(q, k, v, do)``
+    makes the step, or one goes through autograd): with ``graph``, timed now in a CUDA graph rotating through every
+    set of ``inputs`` ((q, k, v, do) tuples); else its call on the first set joins ``turns[phase][key]``, for
+    :func:`time_turns` to time beside the row's others. A refusal or failure leaves None and its reason in
+    ``row["reasons"]`` (the first call's failure stands for every phase), and returns None."""
     phases = {"fwd": lambda q, k, v, do: functools.partial(attn, q, k, v)}
     if backward:
         phases["fwdbwd"] = fwd_bwd or functools.partial(fwd_bwd_step, attn)
-
-    def timed(make):
-        calls = [make(*x) for x in inputs]
-        return graph_ms(calls) if graph else bench_ms(calls[0])
-
     out, reason = attempt(lambda: attn(*inputs[0][:3]))
     for phase, make in phases.items():
-        row[f"{key}_{phase}_ms"], why = (None, reason) if reason else attempt(functools.partial(timed, make))
+        if reason is None and not graph:
+            turns[phase][key] = make(*inputs[0])
+            continue
+        row[f"{key}_{phase}_ms"], why = (None, reason) if reason else attempt(
+            lambda: graph_ms([make(*x) for x in inputs]))
         if why is not None:
             row["reasons"][f"{key}_{phase}"] = why
     return out
+
+
+def time_turns(row, turns):
+    """Time each phase's calls that :func:`time_peer` gathered (``turns``: {phase: {key: call}}) in turns
+    (:func:`.common.turns_ms`) into ``row[key_phase_ms]``. Where that fails, each is timed alone, so that one side's
+    failure (its reason kept) does not hide the others' times."""
+    for phase, calls in turns.items():
+        times, why = attempt(lambda: turns_ms(calls)) if calls else ({}, None)
+        for key, call in calls.items():
+            ms, reason = (times[key], None) if why is None else attempt(lambda: turns_ms({key: call})[key])
+            row[f"{key}_{phase}_ms"] = ms
+            if reason is not None:
+                row["reasons"][f"{key}_{phase}"] = reason
 
 
 def best_peer(row, phase):

@@ -25,6 +25,36 @@ def bench_ms(fn) -> float:
     return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
+TURNS_SAMPLES, TURNS_BURST = 20, 3  # turns_ms: samples of each callable, calls a sample
+
+
+def turns_ms(fns: dict) -> dict:
+    """Milliseconds per call of each callable of ``fns`` ({name: fn}), their samples taken in turns: after one burst
+    of warm-up each, TURNS_SAMPLES samples each, a sample a burst of TURNS_BURST calls between two CUDA events (host
+    launch time included where it exceeds the GPU's), the first of each turn rotating; the median of each's samples.
+    The GPU's clock, which falls as the card nears its power limit and recovers when it idles, then moves under all
+    of them alike. Timed one after another (``do_bench``, an L2 flush before each call), an H200 read maskattn's
+    causal forward at D = 128, n = 16384 at 0.94x FlashAttention-4's time, and 1.05x in turns (docs/performance.md,
+    2026-11-28 (h)). Nothing flushes L2 between calls here."""
+    import torch
+
+    for fn in fns.values():
+        for _ in range(TURNS_BURST):
+            fn()
+    names = list(fns)
+    times = {name: [] for name in names}
+    for sample in range(TURNS_SAMPLES):
+        for name in names[sample % len(names):] + names[:sample % len(names)]:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(TURNS_BURST):
+                fns[name]()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop) / TURNS_BURST)
+    return {name: statistics.median(samples) for name, samples in times.items()}
+
+
 GRAPH_CALLS = 20  # calls captured in one CUDA graph
 GRAPH_REPLAYS = 15  # timed replays; the median is kept
 
