@@ -25,15 +25,16 @@ import maskattn
 from maskattn.backends import cuda
 
 from . import workloads
-from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, TURNS_BURST, TURNS_SAMPLES, attempt, bench_ms, fmt,
+from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, TURNS_SAMPLES, attempt, bench_ms, fmt,
                      fwd_bwd_step, graph_ms, input_sets, median_ms, print_report, ratio, try_, turns_ms)
 from .peers import PEERS, compiled_flex, flash_attn_4, flex_mask_mod, peer_calls, sdpa
 
 PHASES = {"fwd": ("forward", 1.0), "fwdbwd": ("forward+backward", 3.5)}  # FLOPs: the backward counts 2.5x
 LABELS = {"maskattn": "maskattn", **PEERS, "sdpa_mask": "SDPA mask", "sdpa_flash_nomask": "SDPA flash no-mask"}
 TIMERS = {"do_bench": "median of triton's do_bench (each call after an L2 flush, host launch time included)",
-          "turns": f"medians of {TURNS_SAMPLES} samples a side taken in turns with the row's other sides (a sample: "
-                   f"{TURNS_BURST} calls between CUDA events, host launch time included)",
+          "turns": f"medians of {TURNS_SAMPLES} samples a side taken in turns with the row's other sides (a call "
+                   "after an L2 flush between CUDA events, calls queued ahead: host launch time shows only where the "
+                   "host falls behind)",
           "graph": f"CUDA graphs ({GRAPH_CALLS} calls a replay, median of {GRAPH_REPLAYS} replays, inputs rotated "
                    "past L2; no host time)"}
 

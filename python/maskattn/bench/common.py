@@ -25,34 +25,39 @@ def bench_ms(fn) -> float:
     return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
-TURNS_SAMPLES, TURNS_BURST = 20, 3  # turns_ms: samples of each callable, calls a sample
+TURNS_SAMPLES = 25  # turns_ms: samples of each callable
+L2_FLUSH_BYTES = 256 * 2**20  # as do_bench's
 
 
 def turns_ms(fns: dict) -> dict:
-    """Milliseconds per call of each callable of ``fns`` ({name: fn}), their samples taken in turns: after one burst
-    of warm-up each, TURNS_SAMPLES samples each, a sample a burst of TURNS_BURST calls between two CUDA events (host
-    launch time included where it exceeds the GPU's), the first of each turn rotating; the median of each's samples.
-    The GPU's clock, which falls as the card nears its power limit and recovers when it idles, then moves under all
-    of them alike. Timed one after another (``do_bench``, an L2 flush before each call), an H200 read maskattn's
-    causal forward at D = 128, n = 16384 at 0.94x FlashAttention-4's time, and 1.05x in turns (docs/performance.md,
-    2026-11-28 (h)). Nothing flushes L2 between calls here."""
+    """Milliseconds per call of each callable of ``fns`` ({name: fn}), their samples taken in turns: after three
+    warm-up calls each, TURNS_SAMPLES rounds of one call of each (the first of each round rotating), each call after
+    an L2 flush between two CUDA events, as ``do_bench`` takes its samples; the median of each's samples. The GPU's
+    clock, which falls as the card nears its power limit and recovers when it idles, then moves under all of them
+    alike: one after another, an H200 read maskattn's causal forward at D = 128, n = 16384 at 0.94x
+    FlashAttention-4's time, in turns 1.05x (docs/performance.md, 2026-11-28 (h)). Nothing synchronises between
+    samples, so the host queues calls ahead while the GPU works through the round's longer ones: a side's launch
+    time shows only where the host falls behind (FlexAttention's FLASH sliding window at 16k read 0.28 ms here,
+    0.51 ms under ``do_bench`` alone, where its launches outlast its kernels)."""
     import torch
 
     for fn in fns.values():
-        for _ in range(TURNS_BURST):
+        for _ in range(3):
             fn()
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     names = list(fns)
-    times = {name: [] for name in names}
+    events = {name: [] for name in names}
     for sample in range(TURNS_SAMPLES):
         for name in names[sample % len(names):] + names[:sample % len(names)]:
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
             start.record()
-            for _ in range(TURNS_BURST):
-                fns[name]()
+            fns[name]()
             stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop) / TURNS_BURST)
-    return {name: statistics.median(samples) for name, samples in times.items()}
+            events[name].append((start, stop))
+    torch.cuda.synchronize()
+    return {name: statistics.median(start.elapsed_time(stop) for start, stop in pairs)
+            for name, pairs in events.items()}
 
 
 GRAPH_CALLS = 20  # calls captured in one CUDA graph
