@@ -98,16 +98,42 @@ def test_a_failing_first_call_stands_for_every_phase(monkeypatch):
     assert row["reasons"]["flex_flash_fwdbwd"] == "ValueError: sparse_block_size[1] must be a multiple of tile_n=80"
 
 
-def test_a_side_failing_in_turns_keeps_the_others_times(monkeypatch):
-    monkeypatch.setattr(attention, "turns_ms", _calls_each)
+def test_a_side_failing_in_turns_keeps_the_others_times_in_turns(monkeypatch):
+    timed = []  # the sides of each timer call
+
+    def calls_each(fns):
+        timed.append(set(fns))
+        return _calls_each(fns)
+
+    monkeypatch.setattr(attention, "turns_ms", calls_each)
     row = {"reasons": {}}
 
     def fails():
         raise RuntimeError("CUDA out of memory")
 
-    attention.time_turns(row, {"fwd": {"maskattn": lambda: None, "fa4": fails}, "fwdbwd": {}})
-    assert row["maskattn_fwd_ms"] == 1.5 and row["fa4_fwd_ms"] is None
+    attention.time_turns(row, {"fwd": {"maskattn": lambda: None, "fa4": fails, "flex": lambda: None}, "fwdbwd": {}})
+    assert row["maskattn_fwd_ms"] == row["flex_fwd_ms"] == 1.5 and row["fa4_fwd_ms"] is None
     assert row["reasons"] == {"fa4_fwd": "RuntimeError: CUDA out of memory"}
+    assert timed[-1] == {"maskattn", "flex"}  # the survivors timed together again, not one after another
+
+
+def test_graphs_take_every_input_set_in_turns(monkeypatch):
+    monkeypatch.setattr(attention, "turns_ms", lambda fns: pytest.fail("--graph timed outside graphs"))
+    seen = {}
+
+    def graphs(sides):
+        seen.update(sides)
+        return {key: 2.5 for key in sides}
+
+    monkeypatch.setattr(attention, "graphs_ms", graphs)
+    sets = [tuple(torch.full((1, 1, 4, 8), float(i)) for _ in range(4)) for i in range(3)]
+    row, turns = {"reasons": {}}, {phase: {} for phase in attention.PHASES}
+    for key in ("maskattn", "flex"):
+        attention.time_peer(row, key, F.scaled_dot_product_attention, inputs=sets, turns=turns, graph=True)
+    attention.time_turns(row, turns, graph=True)
+    assert row["maskattn_fwd_ms"] == row["flex_fwd_ms"] == 2.5 and "maskattn_fwdbwd_ms" not in row
+    assert set(seen) == {"maskattn", "flex"} and all(len(calls) == len(sets) for calls in seen.values())
+    assert [float(call()[0, 0, 0, 0]) for call in seen["flex"]] == [0.0, 1.0, 2.0]  # one call per input set
 
 
 def _row(**times):

@@ -5,7 +5,8 @@
 # 1. The bench in turns (maskattn.bench.common.turns_ms, merged in (h)) at D = 64, 8k, H = 32: only its first form
 #    (bursts without an L2 flush, which exposed Flex's launch path) ran there in (h).
 # 2. The same rows at D = 128, 16k, with --graph (CUDA graphs: kernels only, no host time), so that the kernel-only
-#    ratios stand beside (h)'s in-turns ones (forward 1.05-1.10x the best peer, fwd+bwd 1.08-1.14x).
+#    ratios stand beside (h)'s in-turns ones (forward 1.05-1.10x the best peer, fwd+bwd 1.08-1.14x). The graphs'
+#    replays in turns (common.graphs_ms) were written after (h)'s last device call: this is their first GPU run.
 # Leads ((h)): the causal D = 64 forward issues 11.6% more instructions than FA4's at the same tile (its key loop 19 a
 # block more, the masks of partial tiles 257 against FA4's 111, a 264-instruction prologue per warp); the backward's
 # 8-14% at D = 128. Dropped, do not retry: one-test interval masks ((h)); the fence before the P V wait at 192 rows or

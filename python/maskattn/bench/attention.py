@@ -8,8 +8,8 @@ Triton and FLASH backends (every workload, one BlockMask), and for full and caus
 and flash kernels. Each row names the fastest peer and maskattn's time over its time; a peer that refuses or
 fails keeps its reason. Outputs are checked against SDPA's. Each row's callables are timed in turns
 (:func:`.common.turns_ms`: their samples interleaved, so that the clock, which the card's power limit moves, is
-shared), or with ``--graph`` replayed in CUDA graphs one after another (no host time: FLASH's launch path costs a few
-hundred microseconds a call).
+shared), or with ``--graph`` replayed in CUDA graphs, also in turns (:func:`.common.graphs_ms`; no host time:
+FLASH's launch path costs a few hundred microseconds a call).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from maskattn.backends import cuda
 
 from . import workloads
 from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, TURNS_SAMPLES, attempt, bench_ms, fmt,
-                     fwd_bwd_step, graph_ms, input_sets, median_ms, print_report, ratio, try_, turns_ms)
+                     fwd_bwd_step, graphs_ms, input_sets, median_ms, print_report, ratio, try_, turns_ms)
 from .peers import PEERS, compiled_flex, flash_attn_4, flex_mask_mod, peer_calls, sdpa
 
 PHASES = {"fwd": ("forward", 1.0), "fwdbwd": ("forward+backward", 3.5)}  # FLOPs: the backward counts 2.5x
@@ -36,7 +36,9 @@ TIMERS = {"do_bench": "median of triton's do_bench (each call after an L2 flush,
                    "after an L2 flush between CUDA events, calls queued ahead: host launch time shows only where the "
                    "host falls behind)",
           "graph": f"CUDA graphs ({GRAPH_CALLS} calls a replay, median of {GRAPH_REPLAYS} replays, inputs rotated "
-                   "past L2; no host time)"}
+                   "past L2; no host time)",
+          "graph_turns": f"CUDA graphs, replays in turns with the row's other sides ({GRAPH_CALLS} calls a replay, "
+                         f"median of {GRAPH_REPLAYS} replays, inputs rotated past L2; no host time)"}
 
 
 def run(args) -> list[dict]:
@@ -55,7 +57,7 @@ def run(args) -> list[dict]:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     B, H, D = args.batch, args.heads, args.head_dim
     tile = cuda.tile_for(D, np.float16 if args.dtype == "fp16" else "bfloat16")
-    setup = {"timer": "graph" if args.graph else "turns", "device": torch.cuda.get_device_name(),
+    setup = {"timer": "graph_turns" if args.graph else "turns", "device": torch.cuda.get_device_name(),
              "torch": torch.__version__, "fa4": fa4_version, "peers": list(args.peers)}
     if not args.plans_only:
         print(describe([setup]), flush=True)
@@ -99,9 +101,9 @@ def run(args) -> list[dict]:
                 inputs += [tuple(torch.randn_like(x) for x in inputs[0])
                            for _ in range(input_sets(sum(x.nbytes for x in inputs[0])) - 1)]
 
-            turns = None if args.graph else {phase: {} for phase in PHASES}  # phase: {side: call}, for time_turns
-            time_ = functools.partial(time_peer, row, inputs=inputs, backward=args.backward, graph=args.graph,
-                                      turns=turns)
+            turns = {phase: {} for phase in PHASES}  # {phase: {side: what to time}}, for time_turns
+            time_ = functools.partial(time_peer, row, inputs=inputs, turns=turns, backward=args.backward,
+                                      graph=args.graph)
 
             def maskattn_fwd_bwd(q_, k_, v_, do_):
                 def step():
@@ -145,8 +147,7 @@ def run(args) -> list[dict]:
                 peer_out = time_(key, attn)
                 if peer_out is not None and ref is not None and spec.perm is None:  # Flex gets perm plans' order
                     row[f"{key}_rel_err"] = rel_err(peer_out)
-            if turns is not None:
-                time_turns(row, turns)
+            time_turns(row, turns, args.graph)
             for phase in PHASES:
                 best, best_ms = best_peer(row, phase)
                 if best is not None:
@@ -161,39 +162,45 @@ def run(args) -> list[dict]:
     return rows
 
 
-def time_peer(row, key, attn, fwd_bwd=None, *, inputs, backward=False, graph=False, turns=None):
+def time_peer(row, key, attn, fwd_bwd=None, *, inputs, turns, backward=False, graph=False):
     """Call ``attn(q, k, v)`` once on the first input set (compiling what it compiles) and return its output; its
-    time goes into ``row[key_fwd_ms]`` and, with ``backward``, ``row[key_fwdbwd_ms]`` (``fwd_bwd(q, k, v, do)``
-    makes the step, or one goes through autograd): with ``graph``, timed now in a CUDA graph rotating through every
-    set of ``inputs`` ((q, k, v, do) tuples); else its call on the first set joins ``turns[phase][key]``, for
-    :func:`time_turns` to time beside the row's others. A refusal or failure leaves None and its reason in
-    ``row["reasons"]`` (the first call's failure stands for every phase), and returns None."""
+    phases join ``turns`` ({phase: {key: what to time}}) for :func:`time_turns` to time beside the row's others: the
+    forward and, with ``backward``, the forward+backward (``fwd_bwd(q, k, v, do)`` makes the step, or one goes through
+    autograd), on the first set of ``inputs`` ((q, k, v, do) tuples), or with ``graph`` on every set. A refusal or
+    failure leaves ``row[key_phase_ms]`` None and its reason in ``row["reasons"]`` (the first call's failure stands
+    for every phase), and returns None."""
     phases = {"fwd": lambda q, k, v, do: functools.partial(attn, q, k, v)}
     if backward:
         phases["fwdbwd"] = fwd_bwd or functools.partial(fwd_bwd_step, attn)
     out, reason = attempt(lambda: attn(*inputs[0][:3]))
     for phase, make in phases.items():
-        if reason is None and not graph:
-            turns[phase][key] = make(*inputs[0])
-            continue
-        row[f"{key}_{phase}_ms"], why = (None, reason) if reason else attempt(
-            lambda: graph_ms([make(*x) for x in inputs]))
-        if why is not None:
-            row["reasons"][f"{key}_{phase}"] = why
+        if reason is None:
+            turns[phase][key] = [make(*x) for x in inputs] if graph else make(*inputs[0])
+        else:
+            row[f"{key}_{phase}_ms"] = None
+            row["reasons"][f"{key}_{phase}"] = reason
     return out
 
 
-def time_turns(row, turns):
-    """Time each phase's calls that :func:`time_peer` gathered (``turns``: {phase: {key: call}}) in turns
-    (:func:`.common.turns_ms`) into ``row[key_phase_ms]``. Where that fails, each is timed alone, so that one side's
-    failure (its reason kept) does not hide the others' times."""
-    for phase, calls in turns.items():
-        times, why = attempt(lambda: turns_ms(calls)) if calls else ({}, None)
-        for key, call in calls.items():
-            ms, reason = (times[key], None) if why is None else attempt(lambda: turns_ms({key: call})[key])
-            row[f"{key}_{phase}_ms"] = ms
-            if reason is not None:
-                row["reasons"][f"{key}_{phase}"] = reason
+def time_turns(row, turns, graph=False):
+    """Time each phase's sides that :func:`time_peer` gathered (``turns``: {phase: {key: call, or with ``graph`` the
+    calls of every input set}}) together, in turns (:func:`.common.turns_ms`, or :func:`.common.graphs_ms` in CUDA
+    graphs), into ``row[key_phase_ms]``. Where that fails, each side is tried alone to find the failing ones (their
+    reasons kept), and the rest are timed in turns again."""
+    timer = graphs_ms if graph else turns_ms
+    for phase, sides in turns.items():
+        times, why = attempt(lambda: timer(sides)) if sides else ({}, None)
+        if why is not None:
+            for key, side in sides.items():
+                _, reason = attempt(lambda: timer({key: side}))
+                if reason is not None:
+                    row["reasons"][f"{key}_{phase}"] = reason
+            working = {key: side for key, side in sides.items() if f"{key}_{phase}" not in row["reasons"]}
+            times, why = attempt(lambda: timer(working)) if working else ({}, None)
+        for key in sides:
+            row[f"{key}_{phase}_ms"] = times.get(key) if why is None else None
+            if why is not None and f"{key}_{phase}" not in row["reasons"]:
+                row["reasons"][f"{key}_{phase}"] = why
 
 
 def best_peer(row, phase):

@@ -29,69 +29,81 @@ TURNS_SAMPLES = 25  # turns_ms: samples of each callable
 L2_FLUSH_BYTES = 256 * 2**20  # as do_bench's
 
 
+def in_turns(names: list, rounds: int):
+    """The names round after round, the first of each round rotating: samples taken so share the GPU's clock, which
+    falls as the card nears its power limit and recovers when it idles. One after another, an H200 read maskattn's
+    causal forward at D = 128, n = 16384 at 0.94x FlashAttention-4's time, in turns 1.05x (docs/performance.md,
+    2026-11-28 (h))."""
+    for r in range(rounds):
+        yield from names[r % len(names):] + names[:r % len(names)]
+
+
 def turns_ms(fns: dict) -> dict:
-    """Milliseconds per call of each callable of ``fns`` ({name: fn}), their samples taken in turns: after three
-    warm-up calls each, TURNS_SAMPLES rounds of one call of each (the first of each round rotating), each call after
-    an L2 flush between two CUDA events, as ``do_bench`` takes its samples; the median of each's samples. The GPU's
-    clock, which falls as the card nears its power limit and recovers when it idles, then moves under all of them
-    alike: one after another, an H200 read maskattn's causal forward at D = 128, n = 16384 at 0.94x
-    FlashAttention-4's time, in turns 1.05x (docs/performance.md, 2026-11-28 (h)). Nothing synchronises between
-    samples, so the host queues calls ahead while the GPU works through the round's longer ones: a side's launch
-    time shows only where the host falls behind (FlexAttention's FLASH sliding window at 16k read 0.28 ms here,
-    0.51 ms under ``do_bench`` alone, where its launches outlast its kernels)."""
+    """Milliseconds per call of each callable of ``fns`` ({name: fn}): after three warm-up calls each, TURNS_SAMPLES
+    samples each, :func:`in_turns`, each a call after an L2 flush between two CUDA events, as ``do_bench`` takes its
+    samples; the median of each's samples. Nothing synchronises between samples, so the host queues calls ahead while
+    the GPU works through the round's longer ones: a side's launch time shows only where the host falls behind
+    (FlexAttention's FLASH sliding window at 16k read 0.28 ms here, 0.51 ms under ``do_bench`` alone, where its
+    launches outlast its kernels)."""
     import torch
 
     for fn in fns.values():
         for _ in range(3):
             fn()
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    names = list(fns)
-    events = {name: [] for name in names}
-    for sample in range(TURNS_SAMPLES):
-        for name in names[sample % len(names):] + names[:sample % len(names)]:
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush.zero_()
-            start.record()
-            fns[name]()
-            stop.record()
-            events[name].append((start, stop))
+    events = {name: [] for name in fns}
+    for name in in_turns(list(fns), TURNS_SAMPLES):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        flush.zero_()
+        start.record()
+        fns[name]()
+        stop.record()
+        events[name].append((start, stop))
     torch.cuda.synchronize()
     return {name: statistics.median(start.elapsed_time(stop) for start, stop in pairs)
             for name, pairs in events.items()}
 
 
 GRAPH_CALLS = 20  # calls captured in one CUDA graph
-GRAPH_REPLAYS = 15  # timed replays; the median is kept
+GRAPH_REPLAYS = 15  # timed replays of each graph; the median is kept
+
+
+def graphs_ms(sides: dict) -> dict:
+    """Milliseconds per call inside CUDA graphs, of each side of ``sides`` ({name: callables, one per input set}):
+    each side's GRAPH_CALLS calls captured back to back in a torch.cuda.CUDAGraph of its own, taking its callables in
+    turn, after a warm-up on a side stream; then GRAPH_REPLAYS replays of each, :func:`in_turns`, each timed with
+    events; the median of each's. Nothing runs on the host between kernels, and nothing flushes L2 between calls:
+    give enough input sets that they do not fit in L2 together (:func:`input_sets`)."""
+    import torch
+
+    graphs = {}
+    for name, fns in sides.items():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for fn in fns:
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graphs[name] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[name]):
+            for i in range(GRAPH_CALLS):
+                fns[i % len(fns)]()
+        graphs[name].replay()
+    times = {name: [] for name in sides}
+    for name in in_turns(list(sides), GRAPH_REPLAYS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graphs[name].replay()
+        stop.record()
+        stop.synchronize()
+        times[name].append(start.elapsed_time(stop) / GRAPH_CALLS)
+    del graphs
+    return {name: statistics.median(samples) for name, samples in times.items()}
 
 
 def graph_ms(fns) -> float:
-    """Milliseconds per call inside a CUDA graph: GRAPH_CALLS calls captured back to back in one torch.cuda.CUDAGraph,
-    taking the callables ``fns`` in turn (one per input set), after a warm-up on a side stream; each replay timed
-    with events, the median of GRAPH_REPLAYS. Nothing runs on the host between kernels, and nothing flushes L2 between
-    calls: give enough input sets that they do not fit in L2 together (:func:`input_sets`)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for fn in fns:
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(GRAPH_CALLS):
-            fns[i % len(fns)]()
-    graph.replay()
-    times = []
-    for _ in range(GRAPH_REPLAYS):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / GRAPH_CALLS)
-    del graph
-    return statistics.median(times)
+    """:func:`graphs_ms` of one side (its callables ``fns``)."""
+    return graphs_ms({"": fns})[""]
 
 
 def input_sets(nbytes: int) -> int:
