@@ -19,6 +19,7 @@ from maskattn import compile_mask, masks
 from maskattn.backends import cuda
 from maskattn.backends.cuda import bwd as cuda_bwd
 from maskattn.backends.cuda import kernels
+from maskattn.bench.common import in_turns
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -32,22 +33,21 @@ def median_ms(fn, warmup=3, reps=20, burst=5):
 
 
 def medians_in_turns(fns: dict, warmup=3, reps=20, burst=5) -> dict:
-    """:func:`median_ms` of several callables, {name: ms}, their samples taken in turns (the first of each turn
-    rotating), so that the GPU's clock, which drifts with its temperature and power, moves under all of them alike."""
+    """:func:`median_ms` of several callables, {name: ms}, their samples taken in turns (maskattn.bench.common's
+    in_turns: the first of each turn rotating), so that the GPU's clock, which drifts with its temperature and power,
+    moves under all of them alike."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
-    names = list(fns)
-    times = {name: [] for name in names}
-    for rep in range(reps):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(burst):
-                fns[name]()
-            stop.record()
-            stop.synchronize()
-            times[name].append(cp.cuda.get_elapsed_time(start, stop) / burst)
+    times = {name: [] for name in fns}
+    for name in in_turns(list(fns), reps):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(burst):
+            fns[name]()
+        stop.record()
+        stop.synchronize()
+        times[name].append(cp.cuda.get_elapsed_time(start, stop) / burst)
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
