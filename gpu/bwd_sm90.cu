@@ -5,8 +5,9 @@
 // Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
 // dO, K and V (tma.cuh) at the end: common.cuh's plan_cta gives the CTA its head group b * kv_heads + kv_head and
 // its key block's rank in n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows
-// a step (STEP_ROWS: 128 at D <= 64, else 64), and reads bwd_preprocess_kernel's LSE (log2 units), delta and (FIXED)
-// dQ exponents. Three warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
+// a step (STEP_ROWS: 128 at D <= 64, else 64; at D = 128 without partial tiles, node order or fixed point 80, over
+// runs of consecutive query blocks, with dQ computed transposed: RUNS), and reads bwd_preprocess_kernel's LSE (log2
+// units), delta and (FIXED) dQ exponents. Three warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
 // - warpgroup 0 produces K and V (once) and, per step, Q, dO and the row values (two stages) in 128-byte-swizzled
 //   shared memory, a partial bit tile's BM rows (up to D = 128), and the step's description (rows, dQ chunk, mask
 //   group, payload; a negative row ends the walk).
@@ -84,10 +85,19 @@ constexpr int THREADS = 384;
 // 128 x 128 backward tile at D = 64), else 64. At D <= 64 a step's products are short (k = D) and each step pays
 // for its waits, barriers and dQ reduction: 128 rows halve the steps, and the consumers' S^T and dP^T (64 + 64
 // registers), dK and dV (32 + 32) still fit their budget. From D = 96 dK and dV alone take 48 + 48 or more.
-template <int D>
-constexpr int STEP_ROWS = SW128_COLUMNS<D> == 64 ? 128 : 64;
+// RUNS: FlashAttention-3's non-causal D = 128 step (FlashAttention-4 takes it too; its 80-row steps made its backward
+// 4.5% faster than its 64-row ones on dense 16k D = 128, H200, performance.md 2026-11-28 (i)): 80 rows, which the
+// plan's 128-row query blocks do not divide, so the walk takes runs of consecutive query blocks (RUNS) and cuts a
+// step where a run ends; dQ is computed transposed (dQ^T = K^T dS^T, M = D: wgmma's M is 64). Plans without partial
+// tiles (MASK_NONE), node order or fixed point: the tiles' and dQ staging's shared memory leave no room for bit tiles
+// or dQ exponents, and a row table would not fit.
+template <int D, int MASK, bool PERM, bool FIXED>
+constexpr bool RUNS = D == 128 && MASK == MASK_NONE && !PERM && !FIXED;
+template <int D, bool R = false>
+constexpr int STEP_ROWS = R ? 80 : SW128_COLUMNS<D> == 64 ? 128 : 64;
 // How the consumers share a step's dQ. At 128 rows each takes 64 of them over D columns (m64nD products over the
-// block's keys); at 64 rows each takes half of the columns (HalfColumns) of all 64.
+// block's keys); at 64 rows each takes half of the columns (HalfColumns) of all 64; with RUNS each takes half of
+// the columns of dQ^T (its 64 x 80).
 template <int D>
 constexpr bool DQ_BY_ROWS = STEP_ROWS<D> == 128;
 // dK/dV kernel: the plan's key blocks, 128 keys up to D = 128 (the consumers take 64 each) and 64 at D = 192 and 256
@@ -114,21 +124,24 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 
 template <int D>
 constexpr int KV_BYTES = KEY_BLOCK<D> * SW128_COLUMNS<D> * 2;
-template <int D>
-constexpr int STEP_BYTES = STEP_ROWS<D> * SW128_COLUMNS<D> * 2;
-template <int D>
-constexpr int ROW_VALUES_BYTES = 2 * 2 * STEP_ROWS<D> * 4 + 2 * STEP_ROWS<D>;  // LSE, delta, dQ's exponent (FIXED)
-// dS^T of a step, keys in rows and its queries in columns, two buffers; wide kernels also P^T, two buffers
-template <int D>
-constexpr int DS_BYTES = KEY_BLOCK<D> * STEP_ROWS<D> * 2;
+template <int D, bool R = false>
+constexpr int STEP_BYTES = STEP_ROWS<D, R> * SW128_COLUMNS<D> * 2;
+// LSE, delta, dQ's exponent (FIXED; none with RUNS)
+template <int D, bool R = false>
+constexpr int ROW_VALUES_BYTES = 2 * 2 * STEP_ROWS<D, R> * 4 + (R ? 0 : 2 * STEP_ROWS<D, R>);
+// dS^T of a step, keys in rows and its queries in columns (RUNS: dS, queries in rows), two buffers; wide kernels
+// also P^T, two buffers
+template <int D, bool R = false>
+constexpr int DS_BYTES = KEY_BLOCK<D> * STEP_ROWS<D, R> * 2;
 // A consumer's part of the step's dQ, 64 rows of DQ_COLUMNS values (DQ_BY_ROWS: its rows, D columns; else its half of
 // the columns, DS / 2), in the accumulator's register order (DqChunk), staged for its bulk reduction: in a buffer of
 // its own, but at D = 256 (no room left) in the consumer's own columns of the step's Q and dO tiles, which nothing else
 // reads once its dK and dV products have completed
+// (RUNS: the consumers' halves of the step's 80 rows interleaved, DqRows order)
 template <int D>
 constexpr int DQ_COLUMNS = DQ_BY_ROWS<D> ? D : SW128_COLUMNS<D> / 2;
-template <int D>
-constexpr int DQ_BYTES = 64 * DQ_COLUMNS<D> * 4;
+template <int D, bool R = false>
+constexpr int DQ_BYTES = (R ? STEP_ROWS<D, R> : 64) * DQ_COLUMNS<D> * 4;
 template <int D>
 constexpr bool DQ_IN_STEP = D == 256;
 // the step's rows of a bit tile (BM x KEY_BLOCK bits), staged with Q and dO where two stages fit (up to D = 128; 384
@@ -136,8 +149,8 @@ constexpr bool DQ_IN_STEP = D == 256;
 // step's bits then wait on shared memory, not on L2, which the dQ reductions keep busy
 template <int D>
 constexpr bool BITS_STAGED = !WIDE<D>;
-template <int D>
-constexpr int BITS_BYTES = BITS_STAGED<D> ? STEP_ROWS<D> * KEY_BLOCK<D> / 8 : 0;
+template <int D, bool R = false>
+constexpr int BITS_BYTES = BITS_STAGED<D> && !R ? STEP_ROWS<D, R> * KEY_BLOCK<D> / 8 : 0;
 
 // mbarriers: K and V landed; a stage's step landed; a stage released by both consumers; with the dQ writer
 // (WRITER), a consumer's dQ chunk staged (its 128 threads arrive) and its staging read again (the writer arrives)
@@ -181,6 +194,20 @@ __device__ __forceinline__ void wgmma_ss_columns(float (&acc)[DS / 16][4], unsig
   wgmma_ss<T, TA, 1>(fragments<0, F0>(acc), a, Cols::at(b, rows, 0, c) + b_step, scale_d);
   if constexpr (F1 > 0) wgmma_ss<T, TA, 1>(fragments<F0, F1>(acc), a, Cols::at(b, rows, 1, c) + b_step, scale_d);
 }
+
+// RUNS: the dQ accumulator in rows of the padded query rows (b * heads + h) * n_q_pad + row, of D = 128 values in
+// the order the consumers stage them: consumer c's dQ^T fragment j (of m64n80: its columns 16 warp + g and 8 more,
+// step rows 8 j + 2 t and one more) goes to 8-byte unit 32 c + ((8 warp + g) ^ (4 t)) of the row, column 16 warp +
+// g the unit's first value and its + 8 the second. A step's 80 rows are then one contiguous run of the accumulator
+// (one bulk reduction), staged by 64-bit stores without bank conflicts (a half-warp's 16 lanes take 16 distinct
+// units modulo 16).
+struct DqRows {
+  // offset in its row of element col of row `row`
+  static __device__ __forceinline__ int offset(int row, int col) {
+    const int c = col / 64, x = col % 64;
+    return 2 * (32 * c + ((8 * (x / 16) + x % 8) ^ (4 * ((row / 2) % 4)))) + (x / 8) % 2;
+  }
+};
 
 // Where a consumer's part of a step's dQ lies in the accumulator: chunk (2 * step + consumer) of 64 x COLUMNS 4-byte
 // values (DQ_COLUMNS), where step = (b * heads + h) * (n_q_pad / STEP_ROWS) + row / STEP_ROWS, written as the
@@ -226,11 +253,12 @@ struct DqElement<true> {
 }  // namespace sm90_bwd
 
 // bwd_sm90_smem_bytes in backends/cuda/bwd.py
-template <int D>
+template <int D, bool R = false>
 constexpr int BWD_SM90_SMEM_BYTES =
-    sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D> + 2 * sm90_bwd::DS_BYTES<D> +
-    (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) + (sm90_bwd::DQ_IN_STEP<D> ? 0 : 2 * sm90_bwd::DQ_BYTES<D>) +
-    sm90_bwd::ROW_VALUES_BYTES<D> + 2 * sm90_bwd::BITS_BYTES<D> + 128;
+    sm90_bwd::ALIGN + 2 * sm90_bwd::KV_BYTES<D> + 4 * sm90_bwd::STEP_BYTES<D, R> + 2 * sm90_bwd::DS_BYTES<D, R> +
+    (sm90_bwd::WIDE<D> ? 2 * sm90_bwd::DS_BYTES<D> : 0) +
+    (sm90_bwd::DQ_IN_STEP<D> ? 0 : 2 * sm90_bwd::DQ_BYTES<D, R>) + sm90_bwd::ROW_VALUES_BYTES<D, R> +
+    2 * sm90_bwd::BITS_BYTES<D, R> + 128;
 
 template <typename T, int D, int MASK, bool PERM, bool FIXED>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
@@ -244,17 +272,19 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   constexpr bool W = WIDE<D>;
   constexpr int KB = KEY_BLOCK<D>;       // keys of the CTA
   constexpr int DS = SW128_COLUMNS<D>;   // columns of the shared tiles, and of dQ's products
-  constexpr int BM = STEP_ROWS<D>;       // query rows per step
+  constexpr bool R = RUNS<D, MASK, PERM, FIXED>;
+  constexpr int BM = STEP_ROWS<D, R>;    // query rows per step
   constexpr int NQ = (W ? BM / 2 : BM) / 8;  // n8 fragments of S^T and dP^T per warp (query columns)
   constexpr int DB = (W ? DS / 2 : D) / 8;   // n8 fragments of dK and dV per warp
   constexpr int KS = BM / 16;  // k16 steps of P^T dO and dS^T Q
-  constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D>, DSB = DS_BYTES<D>;
+  constexpr int KV = KV_BYTES<D>, STEP = STEP_BYTES<D, R>, DSB = DS_BYTES<D, R>;
+  constexpr int DQB = DQ_BYTES<D, R>, BITS = BITS_BYTES<D, R>;
   constexpr bool IN_STEP = DQ_IN_STEP<D>;
   // the dQ reductions by a writer thread of the producer warpgroup (warp 1's first), where that warpgroup's other
   // threads are idle (no node order: one thread drives the copy engine) and a consumer stages dQ in a buffer of its own
   constexpr bool WRITER = !PERM && !IN_STEP;
   using Cols = HalfColumns<DS>;
-  static_assert(BWD_SM90_SMEM_BYTES<D> + 2 * BM * 4 <= 227 * 1024,
+  static_assert(BWD_SM90_SMEM_BYTES<D, R> + 2 * BM * 4 <= 227 * 1024,
                 "fits the shared memory a block may opt into, with a node order's row table (producer_rows<BM>)");
 
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -267,18 +297,21 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned sP = sdS + 2 * DSB;      // [2] buffers (wide)
   const unsigned sdQ = sP + (W ? 2 * DSB : 0);              // [2] consumers (but DQ_IN_STEP)
   // [2] stages of BM LSE, then [2] of delta (floats), then (FIXED) [2] of dQ's exponents (bytes)
-  const unsigned sRows = sdQ + (IN_STEP ? 0 : 2 * DQ_BYTES<D>);
-  const unsigned sBits = sRows + ROW_VALUES_BYTES<D>;     // [2] stages of a bit tile's step rows (BITS_STAGED)
-  const unsigned sSteps = sBits + 2 * BITS_BYTES<D>;      // [2] int4 step descriptions
-  const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D> in all
+  const unsigned sRows = sdQ + (IN_STEP ? 0 : 2 * DQB);
+  const unsigned sBits = sRows + ROW_VALUES_BYTES<D, R>;  // [2] stages of a bit tile's step rows (BITS_STAGED)
+  const unsigned sSteps = sBits + 2 * BITS;               // [2] int4 step descriptions
+  const unsigned bars = sSteps + 32;                 // BWD_SM90_SMEM_BYTES<D, R> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
-  // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), after the mbarriers
+  // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), then (RUNS) its rows (here.w),
+  // after the mbarriers
   int* dq_slots = reinterpret_cast<int*>(generic(bars + 8 * BARRIERS));
-  static_assert(8 * BARRIERS + 8 <= 96, "the slots lie between the mbarriers and the row table");
-  // where consumer c's dQ chunk of step chunk y (the step's here.y) lands in dq_accum (DqChunk order)
+  static_assert(8 * BARRIERS + 16 <= 96, "the slots lie between the mbarriers and the row table");
+  // where consumer c's dQ chunk of step chunk y (the step's here.y) lands in dq_accum (DqChunk order; RUNS: the
+  // step's first row, both consumers' halves, y its accumulator row / 16, DqRows order)
   auto accum_chunk = [&](long long y, int c) {
+    if constexpr (R) return reinterpret_cast<typename Dq::type*>(dq_accum) + y * 16 * D;
     return reinterpret_cast<typename Dq::type*>(dq_accum) + DqChunk<DQ_COLUMNS<D>>::offset(2 * y + c, 0, 0);
   };
   // a step's rows (from row0) of the bit tile payload in the pool
@@ -326,9 +359,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
     int head = -1, group = 0, m_block = 0, step = 0, n_steps = 0;
     long long e = 0, e_end = 0;
-    auto advance = [&]() -> bool {
-      if (++step < n_steps) return true;
-      step = 0;
+    auto next_entry = [&]() -> bool {  // false at the walk's end
       while (++e >= e_end) {
         if (++head >= heads_per_kv) return false;
         group = b * group_sb + (h_first + head) * group_sh;
@@ -337,17 +368,41 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         e_end = ptr[1];
       }
       m_block = row_idx[e];
+      return true;
+    };
+    // RUNS: the step's first row and rows (a multiple of 16, up to BM; padding rows of the last query block too): a
+    // step runs on into the next entry's block where that is the next block (a run of consecutive blocks), else ends
+    // at its own block's end; the next starts where it ended
+    int run_row = 0, run_rows = 0;
+    auto advance = [&]() -> bool {
+      if constexpr (R) {
+        int next = run_row + run_rows;
+        if (run_rows == 0 || next >= (m_block + 1) * TILE_M) {
+          const bool crossed = next > (m_block + 1) * TILE_M;  // into the next entry's block, which it continues
+          if (!next_entry()) return false;
+          if (!crossed) next = m_block * TILE_M;
+        }
+        run_row = next;
+        run_rows = min(BM, (m_block + 1) * TILE_M - next);
+        if (run_rows < BM && e + 1 < e_end && row_idx[e + 1] == m_block + 1) run_rows = BM;
+        return true;
+      }
+      if (++step < n_steps) return true;
+      step = 0;
+      if (!next_entry()) return false;
       n_steps = min(TILE_M / BM, (n_q - m_block * TILE_M + BM - 1) / BM);
       return true;
     };
-    // the step's description: its first row, its dQ chunks (DqChunk), mask group and payload (-1: FULL)
-    // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound
+    // the step's description: its first row, its dQ chunks (DqChunk; RUNS: its accumulator row / 16), mask group and
+    // payload (-1: FULL; RUNS: its rows)
+    // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound (RUNS: a step's
+    // rows do)
     auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
     // (the chunk from the step's row values: n_q_pad / BM, kept, would spill at the producer's 24 registers)
     auto describe = [&](int row0) {
-      int payload = -1;
+      int payload = R ? run_rows : -1;
       if (MASK != MASK_NONE && bwd_kind[e] == KIND_PARTIAL) payload = MASK == MASK_BITS ? bwd_payload_idx[e] : 0;
-      return make_int4(row0, (int)(row_values(row0) / BM), group, payload);
+      return make_int4(row0, (int)(row_values(row0) / (R ? 16 : BM)), group, payload);
     };
     const int4 end_of_walk = make_int4(-1, 0, 0, 0);
     if constexpr (PERM) {  // rows gathered through the node order: cp.async by the warpgroup, which never waits
@@ -386,9 +441,9 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
             cp_async_16(sRows + 4 * BM * 4 + stage * BM + c * 16, dq_exp + values + c * 16, true);
           }
           const int4 here = describe(row0);
-          if (MASK == MASK_BITS && BITS_STAGED<D> && here.w >= 0) {
-            for (int c = tid; c < BITS_BYTES<D> / 16; c += 128) {
-              cp_async_16(sBits + stage * BITS_BYTES<D> + c * 16, step_bits(here.w, row0) + c * 4, true);
+          if (MASK == MASK_BITS && BITS > 0 && here.w >= 0) {
+            for (int c = tid; c < BITS / 16; c += 128) {
+              cp_async_16(sBits + stage * BITS + c * 16, step_bits(here.w, row0) + c * 4, true);
             }
           }
           if (tid == 0) steps[stage] = here;
@@ -415,23 +470,25 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           break;
         }
         const int h = h_first + head;
-        const int row0 = m_block * TILE_M + step * BM;
+        const int row0 = R ? run_row : m_block * TILE_M + step * BM;
         const int4 here = describe(row0);
         steps[stage] = here;
-        const bool bits = MASK == MASK_BITS && BITS_STAGED<D> && here.w >= 0;
-        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * BM * 4 + (FIXED ? BM : 0) + (bits ? BITS_BYTES<D> : 0));
+        const bool bits = MASK == MASK_BITS && BITS > 0 && here.w >= 0;
+        const int value_rows = R ? run_rows : BM;  // LSE and delta (RUNS: the step's rows; the others' are masked)
+        mbarrier_arrive_expect_tx(full, 2 * STEP + 2 * value_rows * 4 + (FIXED ? BM : 0) + (bits ? BITS : 0));
         tma_load_tile<BM, D>(sQ + stage * STEP, &q_map, row0, h, b, full);
         tma_load_tile<BM, D>(sdO + stage * STEP, &do_map, row0, h, b, full);
         const long long values = row_values(row0);
-        bulk_load(sRows + stage * BM * 4, lse_log2 + values, BM * 4, full);
-        bulk_load(sRows + (2 + stage) * BM * 4, delta + values, BM * 4, full);
+        bulk_load(sRows + stage * BM * 4, lse_log2 + values, value_rows * 4, full);
+        bulk_load(sRows + (2 + stage) * BM * 4, delta + values, value_rows * 4, full);
         if (FIXED) bulk_load(sRows + 4 * BM * 4 + stage * BM, dq_exp + values, BM, full);
-        if (bits) bulk_load(sBits + stage * BITS_BYTES<D>, step_bits(here.w, row0), BITS_BYTES<D>, full);
+        if (bits) bulk_load(sBits + stage * BITS, step_bits(here.w, row0), BITS, full);
       }
     } else if (WRITER && tid == 32) {
       // the dQ writer: each consumer's chunk, once the consumer has staged it (DQ_FULL), into dq_accum by one bulk
-      // reduction; its staging is handed back (DQ_EMPTY) once the copy engine has read it. A chunk index < 0 ends.
-      // Both consumers stage a chunk at every step they do not skip (the same steps).
+      // reduction (RUNS: both consumers' rows by one, once both have staged); its staging is handed back (DQ_EMPTY)
+      // once the copy engine has read it. A chunk index < 0 ends. Both consumers stage a chunk at every step they do
+      // not skip (the same steps).
 #pragma unroll 1
       for (int n = 0;; ++n) {
         bool end = false;
@@ -441,13 +498,13 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           const long long chunk = dq_slots[c];
           if (chunk < 0) {
             end = true;
-          } else {
-            bulk_reduce_add(accum_chunk(chunk, c), sdQ + c * DQ_BYTES<D>, DQ_BYTES<D>);
+          } else if (!R || c == 1) {
+            bulk_reduce_add(accum_chunk(chunk, c), sdQ + (R ? 0 : c * DQB), R ? dq_slots[3] * D * 4 : DQB);
             bulk_commit();
           }
         }
         if (end) break;
-        bulk_wait_read<1>();
+        bulk_wait_read<R ? 0 : 1>();  // (RUNS: the one reduction's read frees both)
         mbarrier_arrive(barrier(DQ_EMPTY));
         bulk_wait_read<0>();
         mbarrier_arrive(barrier(DQ_EMPTY + 1));
@@ -489,16 +546,22 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // dQ (this consumer's DQ_COLUMNS of the step's rows, or its 64 rows) = dS K over the block's keys, with
   // dS^T (keys in rows, M contiguous; in this turn's buffer, 64 queries a swizzle block) and K (N contiguous) read
   // transposed; a k step moves 16 keys.
-  constexpr int DQ_FRAGMENTS = DQ_COLUMNS<D> / 8;
+  // RUNS: dQ^T (this consumer's 64 columns x the step's BM rows) = K^T dS^T, with K^T (M contiguous) the consumer's
+  // 64-column block of sK and dS (queries in rows, keys contiguous: K-major) from this turn's buffer.
+  constexpr int DQ_FRAGMENTS = R ? BM / 8 : DQ_COLUMNS<D> / 8;
   const unsigned long long dst_desc = sw128_desc(sdS, KB * SW128_BYTES, 8 * SW128_BYTES);
   const unsigned long long kt_desc = sw128_desc(sK, KB * SW128_BYTES, 8 * SW128_BYTES);
+  const unsigned long long ds_desc = sw128_desc(sdS, 16, 8 * SW128_BYTES);
   auto dq_products = [&](float(&acc_dq)[DQ_FRAGMENTS][4], unsigned buffer) {
     const unsigned rows = DQ_BY_ROWS<D> ? (unsigned)(consumer * KB * SW128_BYTES) >> 4 : 0;
 #pragma unroll
     for (int kk = 0; kk < KB / 16; ++kk) {
       const unsigned key_step = (unsigned)(kk * 16 * SW128_BYTES) >> 4;
       const unsigned long long a = dst_desc + ((buffer >> 4) + rows + key_step);
-      if constexpr (DQ_BY_ROWS<D>) {
+      if constexpr (R) {
+        wgmma_ss<T, 1, 0>(acc_dq, kt_desc + ((unsigned)(consumer * KB * SW128_BYTES) >> 4) + key_step,
+                          ds_desc + (buffer >> 4) + sw128_k_step<BM>(kk), kk > 0);
+      } else if constexpr (DQ_BY_ROWS<D>) {
         wgmma_ss<T, 1, 1>(acc_dq, a, kt_desc + key_step, kk > 0);
       } else {
         wgmma_ss_columns<T, 1, DS>(acc_dq, a, kt_desc, key_step, KB, consumer, kk > 0);
@@ -510,10 +573,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   const unsigned long long dst_k_desc = sw128_desc(sdS, 16, 8 * SW128_BYTES);
   // where a consumer stages its chunk of dQ (DQ_IN_STEP: in its own columns of the step's Q, then dO)
   constexpr int PIECES = IN_STEP ? 2 : 1;
-  constexpr int PIECE_BYTES = DQ_BYTES<D> / PIECES;
+  constexpr int PIECE_BYTES = DQB / PIECES;
   auto staging = [&](int stage, int piece) {
     return IN_STEP ? (piece ? sdO : sQ) + stage * STEP + consumer * PIECE_BYTES
-                   : sdQ + consumer * DQ_BYTES<D> + piece * PIECE_BYTES;
+                   : sdQ + consumer * DQB + piece * PIECE_BYTES;
   };
   // a consumer's own staging buffer (!DQ_IN_STEP) is free again once its last bulk reduction has read it: where the
   // consumers issue their own (node orders), waited for before DS_READY, which every thread of both consumers passes
@@ -612,9 +675,20 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       // P^T and dS^T packed to 16 bits: the float ones are dead by then
       pack_a_operand<T>(p, s);
       pack_a_operand<T>(ds, dp);
+      if constexpr (R) {  // a step cut at a run's end (rows: 16 k): its columns past the rows, whose row values are
+        if (here.w < BM) {  // stale, to 0
+#pragma unroll
+          for (int kk = 0; kk < KS; ++kk) {
+            if (16 * kk >= here.w) {
+#pragma unroll
+              for (int c = 0; c < 4; ++c) p[kk][c] = ds[kk][c] = 0u;
+            }
+          }
+        }
+      }
       if (MASK == MASK_BITS && partial) {
         const unsigned* tile_bits = BITS_STAGED<D>
-                                        ? reinterpret_cast<const unsigned*>(generic(sBits + stage * BITS_BYTES<D>))
+                                        ? reinterpret_cast<const unsigned*>(generic(sBits + stage * BITS))
                                         : step_bits(payload, row0);
         mask_bits_packed_t<KB>(p, ds, tile_bits, query_lo + 2 * t_lane, tile_key);
       }
@@ -632,7 +706,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         wgmma_commit();
         // dS^T into this turn's buffer, then dQ's part, then dK's product, which runs while dQ is staged below
         // (FlashAttention-4's order)
-        store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
+        if constexpr (R) {
+          store_packed_transposed_sw128<BM>(sdS + buffer, ds, key_lo + 16 * warp);
+        } else {
+          store_packed_sw128<KB>(generic(sdS + buffer), ds, tile_key, lane);
+        }
         fence_proxy_async();
         dq_staging_free();
         named_barrier_sync(DS_READY, 256);
@@ -681,14 +759,28 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         to_fixed = make_float2(exp2_int(exp_s[0]), exp2_int(exp_s[8]));
       }
       if constexpr (WRITER) writer_read_last(ds_turn - 1);
+      if constexpr (R) {  // dQ^T's fragment j: rows 8 j + 2 t and one more (DqRows)
+        float* staged = reinterpret_cast<float*>(generic(sdQ));
+        const int unit = 32 * consumer + ((8 * warp + g_lane) ^ (4 * t_lane));
 #pragma unroll
-      for (int j = 0; j < DQ_FRAGMENTS; ++j) {
-        auto* staged = reinterpret_cast<typename Dq::vec4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
-        staged[128 * (j % PIECE_FRAGMENTS) + ctid] = Dq::staged(acc_dq[j], to_fixed);
+        for (int j = 0; j < DQ_FRAGMENTS; ++j) {
+          const int row = 8 * j + 2 * t_lane;
+          *reinterpret_cast<float2*>(staged + row * D + 2 * unit) = make_float2(acc_dq[j][0], acc_dq[j][2]);
+          *reinterpret_cast<float2*>(staged + (row + 1) * D + 2 * unit) = make_float2(acc_dq[j][1], acc_dq[j][3]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < DQ_FRAGMENTS; ++j) {
+          auto* staged = reinterpret_cast<typename Dq::vec4*>(generic(staging(stage, j / PIECE_FRAGMENTS)));
+          staged[128 * (j % PIECE_FRAGMENTS) + ctid] = Dq::staged(acc_dq[j], to_fixed);
+        }
       }
       fence_proxy_async();
       if constexpr (WRITER) {
-        if (ctid == 0) dq_slots[consumer] = here.y;
+        if (ctid == 0) {
+          dq_slots[consumer] = here.y;
+          if (R) dq_slots[2 + consumer] = here.w;
+        }
         mbarrier_arrive(barrier(DQ_FULL + consumer));
       } else {
         named_barrier_sync(1 + consumer, 128);
@@ -768,10 +860,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   }
 }
 
-// dQ = scale * the one-pass kernel's accumulator (DqChunk order; FIXED: integers, times 2^-dq_exp of the row), in
-// the input dtype and the caller's row order: one thread per 8 elements of a row, which lie in four threads'
-// fragments of one chunk.
-template <typename T, int D, bool FIXED>
+// dQ = scale * the one-pass kernel's accumulator (DqChunk order; FIXED: integers, times 2^-dq_exp of the row; R, the
+// kernel's RUNS: rows, DqRows order), in the input dtype and the caller's row order: one thread per 8 elements of a
+// row, which lie in four threads' fragments of one chunk.
+template <typename T, int D, bool FIXED, bool R>
 __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
     const float* __restrict__ dq_accum, const signed char* __restrict__ dq_exp, T* __restrict__ dq, long long dq_sb,
     long long dq_sh, long long dq_sn, int heads, int n_q, int n_q_pad, float scale, const int* __restrict__ perm) {
@@ -789,10 +881,13 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
   const long long src = DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
   const float unit = FIXED ? scale * exp2_int(-dq_exp[(long long)bh * n_q_pad + row]) : scale;
   using Dq = DqElement<FIXED>;
+  const float* accum_row = dq_accum + ((long long)bh * n_q_pad + row) * D;  // R
   unsigned packed[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 values on
-    const float2 x = Dq::value2(reinterpret_cast<const typename Dq::type*>(dq_accum) + src + 4 * t);
+    const float2 x = R ? make_float2(accum_row[DqRows::offset(row, col + 2 * t)],
+                                     accum_row[DqRows::offset(row, col + 2 * t + 1)])
+                       : Dq::value2(reinterpret_cast<const typename Dq::type*>(dq_accum) + src + 4 * t);
     packed[t] = Dtype<T>::pack(x.x * unit, x.y * unit);
   }
   *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + caller_token(perm, row) * dq_sn + col) =
@@ -808,6 +903,8 @@ void* maskattn_bwd_sm90_instances[] = {
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM,
                                                             maskattn::MASKATTN_MASK, MASKATTN_PERM, MASKATTN_FIXED>),
     reinterpret_cast<void*>(
-        &maskattn::bwd_dq_convert_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_FIXED>),
+        &maskattn::bwd_dq_convert_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_FIXED,
+                                              maskattn::sm90_bwd::RUNS<MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
+                                                                       MASKATTN_PERM, MASKATTN_FIXED>>),
 };
 #endif

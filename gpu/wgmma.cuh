@@ -444,6 +444,28 @@ __device__ __forceinline__ void store_packed_sw128(unsigned char* tile, const un
   }
 }
 
+// A warp's packed A fragments (pack_a_operand's: rows top + 0..15 of the accumulator, columns 16 kk + 0..15) stored
+// transposed into a ROWS-row swizzled tile at shared address tile: its column c becomes row c of the tile, its rows
+// top .. top + 15 that row's elements top .. top + 15 (stmatrix .trans, four 8 x 8 matrices a k step:
+// FlashAttention-3's dS store where S is computed transposed). Conflict-free: a matrix's 8 rows share a logical
+// chunk, which the swizzle spreads.
+template <int ROWS, int KS>
+__device__ __forceinline__ void store_packed_transposed_sw128(unsigned tile, const unsigned (&a)[KS][4], int top) {
+  // the lane read here, not passed in: its address computed at each call, not kept in a register across the caller's
+  // loop (the one-pass backward's 80-row steps spilled it)
+  unsigned lane;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+  const int i = lane / 8;  // the matrix whose row this lane addresses: a[kk][i] (rows top + 8 (i % 2), cols + 8 (i / 2))
+  const int chunk = top / 8 + i % 2;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    const unsigned addr = tile + sw128_offset<ROWS>(16 * kk + 8 * (i / 2) + lane % 8, chunk);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(a[kk][0]), "r"(a[kk][1]), "r"(a[kk][2]), "r"(a[kk][3])
+                 : "memory");
+  }
+}
+
 // A warpgroup's rows [row_lo, row_lo + 64) of a ROWS-row swizzled tile of D 16-bit columns to global memory in
 // 16-byte stores: row r to g + row_offset(r); rows >= rows_valid are skipped. ctid: the thread's index in the
 // warpgroup.
@@ -471,6 +493,9 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
       "+f"(d[j + 1][2]), "+f"(d[j + 1][3]), "+f"(d[j + 2][0]), "+f"(d[j + 2][1]), "+f"(d[j + 2][2]),                  \
       "+f"(d[j + 2][3]), "+f"(d[j + 3][0]), "+f"(d[j + 3][1]), "+f"(d[j + 3][2]), "+f"(d[j + 3][3])
 #define MASKATTN_WGMMA_ACC_N32(d) MASKATTN_WGMMA_ACC_X4(d, 0)
+#define MASKATTN_WGMMA_ACC_N80(d)                                                                                     \
+  MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),              \
+      "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
 #define MASKATTN_WGMMA_ACC_N64(d) MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4)
 #define MASKATTN_WGMMA_ACC_N96(d) MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8)
 #define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
@@ -483,6 +508,10 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
 #define MASKATTN_WGMMA_D_N64                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+#define MASKATTN_WGMMA_D_N80                                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39}, "
 #define MASKATTN_WGMMA_D_N96                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
@@ -532,8 +561,11 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
                  : MASKATTN_WGMMA_ACC_N##N(d)                                                                         \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                           \
   }
-// ss_nN: both K-major; ss_nN_tb: B transposed (N-major); ss_nN_tnsp: both transposed.
+// ss_nN: both K-major; ss_nN_tb: B transposed (N-major); ss_nN_tnsp: both transposed; ss_n80_ta: A transposed
+// (M-major), B K-major (the one-pass backward's 80-row steps: S^T and dP^T, and dQ^T = K^T dS^T).
 #define MASKATTN_WGMMA_OPS(TYPE)                                                                                      \
+  MASKATTN_WGMMA_SS(TYPE, ss_n80, 80, 0, 0, 40, 41, 42)                                                               \
+  MASKATTN_WGMMA_SS(TYPE, ss_n80_ta, 80, 1, 0, 40, 41, 42)                                                            \
   MASKATTN_WGMMA_SS(TYPE, ss_n128, 128, 0, 0, 64, 65, 66)                                                             \
   MASKATTN_WGMMA_SS(TYPE, ss_n64, 64, 0, 0, 32, 33, 34)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n32, 32, 0, 0, 16, 17, 18)                                                               \
@@ -570,6 +602,7 @@ struct Wgmma<bf16_t> {
 #undef MASKATTN_WGMMA_D_N192
 #undef MASKATTN_WGMMA_D_N128
 #undef MASKATTN_WGMMA_D_N96
+#undef MASKATTN_WGMMA_D_N80
 #undef MASKATTN_WGMMA_D_N64
 #undef MASKATTN_WGMMA_D_N32
 #undef MASKATTN_WGMMA_ACC_N256
@@ -577,6 +610,7 @@ struct Wgmma<bf16_t> {
 #undef MASKATTN_WGMMA_ACC_N128
 #undef MASKATTN_WGMMA_ACC_N96
 #undef MASKATTN_WGMMA_ACC_N64
+#undef MASKATTN_WGMMA_ACC_N80
 #undef MASKATTN_WGMMA_ACC_N32
 #undef MASKATTN_WGMMA_ACC_X4
 
@@ -602,14 +636,24 @@ __device__ __forceinline__ void wgmma_rs_tnsp(float (&d)[NB][4], const unsigned 
   }
 }
 
-// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128), both operands in shared
-// memory: TA / TB 0 for K-major, 1 for transposed (A M-major, B N-major) as the PTX ISA names them; TA = 1 takes TB = 1.
+// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128, and 80 with B K-major), both
+// operands in shared memory: TA / TB 0 for K-major, 1 for transposed (A M-major, B N-major) as the PTX ISA names
+// them; TA = 1 takes TB = 1 but at N = 80.
 template <typename T, int TA, int TB, int NB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long desc_a, unsigned long long desc_b,
                                          int scale_d) {
   using Mma = Wgmma<T>;
-  static_assert(NB == 4 || NB == 8 || NB == 16, "N = 32, 64 or 128");
-  static_assert(TB || !TA, "A transposed takes B transposed");
+  if constexpr (NB == 10) {
+    static_assert(!TB, "N = 80 takes B K-major");
+    if constexpr (TA) {
+      Mma::ss_n80_ta(d, desc_a, desc_b, scale_d);
+    } else {
+      Mma::ss_n80(d, desc_a, desc_b, scale_d);
+    }
+    return;
+  }
+  static_assert(NB == 4 || NB == 8 || NB == 10 || NB == 16, "N = 32, 64, 80 or 128");
+  static_assert(TB || !TA || NB == 10, "A transposed takes B transposed");
   if constexpr (TA) {
     if constexpr (NB == 4) Mma::ss_n32_tnsp(d, desc_a, desc_b, scale_d);
     if constexpr (NB == 8) Mma::ss_n64_tnsp(d, desc_a, desc_b, scale_d);

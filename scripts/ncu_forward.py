@@ -2,7 +2,7 @@
 side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
-        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window|fa4_bwd} D N H [WORKLOAD]
+        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window|fa4_bwd|fa4_bwd_causal_tile} D N H [WORKLOAD]
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
     python3 scripts/ncu_forward.py {time|time_bwd|turns|turns_bwd|clocks|clocks_bwd} D N H [WORKLOAD ...]
 
@@ -14,7 +14,9 @@ on Hopper); ``ours_bwd``: maskattn's default (one-pass) backward of that plan at
 own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 (``../shared/peers/fa4-wheels.sh``); ``fa4_window`` (workload swa): FlashAttention-4's causal sliding window of
 WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``; ``fa4_bwd``
-(full and causal): FlashAttention-4's ``_flash_attn_bwd`` at its own tile choice, the peer of ``ours_bwd``. ``time``
+(full and causal): FlashAttention-4's ``_flash_attn_bwd`` at its own tile choice, the peer of ``ours_bwd``;
+``fa4_bwd_causal_tile`` (full): the same at the tile it takes for causal masks (at D = 128: 64 query rows a step
+where its own choice is 80). ``time``
 (``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process, one after the
 other; ``turns`` (``turns_bwd``): the same kernels' samples taken in turns (scripts/gpu_timing.py's
 ``medians_in_turns``: 30 samples each, a sample the mean of a burst of 5 calls, no L2 flush), so that the clock,
@@ -66,7 +68,25 @@ def fa4(d, n, h, tile, causal, window=None, backward=False):
     if backward:  # its forward once, for O and the LSE the backward reads
         out, lse = interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, return_lse=True)[:2]
         dout = torch.randn_like(out)
-        return lambda: interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
+        if tile != "causal_tile":
+            return lambda: interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
+        # its backward with the tile it takes for causal masks (64 query rows a step at D = 128, dQ not swapped)
+        # where it would take another (80 rows, non-causal D = 128): what do its 80-row steps buy?
+        own = interface._tile_size_bwd_sm90
+
+        def as_causal(*args, **kwargs):
+            bound = inspect.signature(own).bind(*args, **kwargs)
+            bound.arguments["causal"] = True
+            return own(*bound.args, **bound.kwargs)
+
+        def bwd():
+            interface._tile_size_bwd_sm90 = as_causal
+            try:
+                return interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
+            finally:
+                interface._tile_size_bwd_sm90 = own
+
+        return bwd
     return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, **options)
 
 
@@ -83,8 +103,8 @@ def make(which, d, n, h, workload):
         return fa4(d, n, h, None, True, window=1023)
     if workload not in ("full", "causal"):
         raise ValueError(f"FlashAttention-4 runs full and causal, not {workload}")
-    if which == "fa4_bwd":
-        return fa4(d, n, h, None, workload == "causal", backward=True)
+    if which in ("fa4_bwd", "fa4_bwd_causal_tile"):
+        return fa4(d, n, h, "causal_tile" if which != "fa4_bwd" else None, workload == "causal", backward=True)
     return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
 
 
@@ -121,6 +141,8 @@ def main():
         for workload in workloads:
             if which.endswith("_bwd"):
                 names = ["ours_bwd", "fa4_bwd"] if workload in ("full", "causal") else ["ours_bwd"]
+                if workload == "full":
+                    names.append("fa4_bwd_causal_tile")
             else:
                 names = (["ours", "ours_192"] if d <= 64 else ["ours"]) + FA4_PEERS.get(workload, [])
                 if d > 128:  # FA4's 128 x 128 tile needs 328704 bytes of shared memory at D = 256 (the limit: 232448)

@@ -152,6 +152,33 @@ def test_atomic_dq(family, dtype_name, head_dim, layout, rng):
     _run(FAMILIES[family](rng), rng, dtype_name, head_dim, layout=layout, deterministic=False)
 
 
+def _full_blocks_random(rng, heads=8, n_q=N_Q, n_k=N_K):
+    """Per head: 128 x 128 regions empty or full, no partial tile: runs of consecutive query blocks of every length
+    in a key block's column, and gaps between them."""
+    regions = rng.random((heads, -(-n_q // 128), -(-n_k // 128))) < 0.6
+    return masks.from_dense(np.repeat(np.repeat(regions, 128, axis=1), 128, axis=2)[None, :, :n_q, :n_k])
+
+
+RUNS_FAMILIES = {
+    "full": FAMILIES["full"],
+    "full_blocks_random": _full_blocks_random,
+    "documents_of_whole_blocks": lambda rng: masks.document([256, 128, 384, 232], causal=False),
+}
+
+
+@pytest.mark.parametrize("family, dtype_name, Hk, layout", [
+    ("full", "bfloat16", 2, "bhnd"), ("full", "float16", 8, "bnhd"), ("full_blocks_random", "bfloat16", 2, "bhnd"),
+    ("full_blocks_random", "float16", 1, "bnhd"), ("documents_of_whole_blocks", "bfloat16", 2, "bhnd")])
+def test_runs_of_full_blocks(family, dtype_name, Hk, layout, rng):
+    """deterministic=False at head dim 128 on plans without partial tiles: on Hopper, bwd_sm90.cu's 80-row steps
+    over runs of consecutive query blocks (RUNS), a step running on into the next block of a run and cut where the
+    run ends (n_q = 1000: the last block's padding rows too), dQ computed transposed."""
+    spec = RUNS_FAMILIES[family](rng)
+    plan = compile_mask(spec, tile=cuda.tile_for(128, _dtype(dtype_name)))
+    assert plan.payload == "none" and plan.perm is None, "a plan of FULL tiles only"
+    _run(spec, rng, dtype_name, 128, Hk=Hk, layout=layout, deterministic=False)
+
+
 @pytest.mark.parametrize("family, dtype_name, head_dim", [("causal", "bfloat16", 128), ("dense_random", "float16", 64),
                                                          ("causal", "float16", 192)])
 def test_deterministic_is_bit_identical(family, dtype_name, head_dim, rng):

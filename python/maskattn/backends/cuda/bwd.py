@@ -78,26 +78,34 @@ def bwd_smem_bytes(head_dim: int, tile, deterministic: bool = True) -> tuple[int
     return dkdv, dq
 
 
-def sm90_step_rows(head_dim: int) -> int:
-    """STEP_ROWS<D> of bwd_sm90.cu: the query rows of a dK/dV step, 128 where the tiles are one 64-column block wide
-    (head dims 32 and 64), else 64."""
-    return 128 if sw128_columns(head_dim) == 64 else 64
+def sm90_runs(head_dim: int, mask_mode: str, perm: bool, deterministic: bool) -> bool:
+    """RUNS<D, MASK, PERM, FIXED> of bwd_sm90.cu: 80-row steps over runs of consecutive query blocks, dQ computed
+    transposed (FlashAttention-3's non-causal D = 128 step), for plans without partial tiles or node order, not in
+    fixed point."""
+    return head_dim == 128 and mask_mode == "MASK_NONE" and not perm and not deterministic
 
 
-def bwd_sm90_smem_bytes(head_dim: int) -> int:
-    """BWD_SM90_SMEM_BYTES<D> of bwd_sm90.cu: alignment slack, K and V (a key block: 128 rows, 64 from head dim 192),
-    two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x step rows)
-    and, wide, of P^T, the consumers' 4-byte chunks of a step's dQ (64 rows x D at 128-row steps, else 64 x width / 2;
-    none at 256, which stages them in the step's tiles), two stages of the step's LSE and delta (floats) and dQ
-    exponents (bytes), up to D = 128 two stages of a bit tile's step rows (BITS_STAGED), the step descriptions and
-    mbarriers (width: the tiles' padded D, sw128_columns)."""
+def sm90_step_rows(head_dim: int, runs: bool = False) -> int:
+    """STEP_ROWS<D, RUNS> of bwd_sm90.cu: the query rows of a dK/dV step, 80 with :func:`sm90_runs`, else 128 where
+    the tiles are one 64-column block wide (head dims 32 and 64), else 64."""
+    return 80 if runs else 128 if sw128_columns(head_dim) == 64 else 64
+
+
+def bwd_sm90_smem_bytes(head_dim: int, runs: bool = False) -> int:
+    """BWD_SM90_SMEM_BYTES<D, RUNS> of bwd_sm90.cu: alignment slack, K and V (a key block: 128 rows, 64 from head dim
+    192), two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x step
+    rows) and, wide, of P^T, the consumers' 4-byte chunks of a step's dQ (64 rows x D at 128-row steps, with runs
+    the step's rows x width / 2, else 64 x width / 2; none at 256, which stages them in the step's tiles), two stages
+    of the step's LSE and delta (floats) and but with runs dQ exponents (bytes), up to D = 128 but with runs two
+    stages of a bit tile's step rows (BITS_STAGED), the step descriptions and mbarriers (width: the tiles' padded D,
+    sw128_columns)."""
     width, wide, keys = sw128_columns(head_dim), head_dim > 128, sm90_tile_n(head_dim)
-    rows = sm90_step_rows(head_dim)
+    rows = sm90_step_rows(head_dim, runs)
     ds_buffers = 2 + 2 * wide
-    dq_chunks = 2 * 64 * (head_dim if rows == 128 else width // 2) * 4 if head_dim != 256 else 0
-    bits = 0 if wide else 2 * rows * keys // 8
+    dq_chunks = 2 * (rows if runs else 64) * (head_dim if rows == 128 else width // 2) * 4 if head_dim != 256 else 0
+    bits = 0 if wide or runs else 2 * rows * keys // 8
     return (1024 + (2 * keys + 4 * rows) * width * 2 + ds_buffers * keys * rows * 2 + dq_chunks
-            + 2 * (2 * 4 + 1) * rows + bits + 128)
+            + 2 * (2 * 4 + (not runs)) * rows + bits + 128)
 
 
 def dkdv_row_table_bytes(head_dim: int) -> int:
@@ -125,8 +133,9 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
         fixed = str(deterministic).lower()
         if deterministic:
             names["bound"] = f"maskattn::bwd_kv_bound_kernel<{T}, {D}>"
+        runs = str(sm90_runs(head_dim, mask_mode, perm, deterministic)).lower()
         names["dkdv"] = f"maskattn::bwd_dkdv_sm90_kernel<{T}, {D}, {mask}, {p}, {fixed}>"
-        names["convert"] = f"maskattn::bwd_dq_convert_sm90_kernel<{T}, {D}, {fixed}>"
+        names["convert"] = f"maskattn::bwd_dq_convert_sm90_kernel<{T}, {D}, {fixed}, {runs}>"
         return names
     cfg = bwd_config(head_dim, tile, deterministic)
     names["dkdv"] = (f"maskattn::bwd_dkdv_kernel<{T}, {D}, {tile[0]}, {tile[1]}, {mask}, {cfg['bm']}, {cfg['dsplit']}, "
@@ -138,10 +147,11 @@ def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic:
     return names
 
 
-def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool) -> dict:
-    """Dynamic shared memory of each kernel a backward launches, by role (without the row tables of node orders)."""
+def _smem_bytes(head_dim: int, tile, deterministic: bool, sm90: bool, runs: bool = False) -> dict:
+    """Dynamic shared memory of each kernel a backward launches, by role (without the row tables of node orders;
+    ``runs``: :func:`sm90_runs`)."""
     if sm90:
-        return {"pre": 0, **({"bound": 0} if deterministic else {}), "dkdv": bwd_sm90_smem_bytes(head_dim),
+        return {"pre": 0, **({"bound": 0} if deterministic else {}), "dkdv": bwd_sm90_smem_bytes(head_dim, runs),
                 "convert": 0}
     dkdv, dq = bwd_smem_bytes(head_dim, tile, deterministic)
     return {"pre": 0, "dkdv": dkdv, **({"dq": dq} if deterministic else {"convert": 0})}
@@ -163,7 +173,8 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
                             name_expressions=tuple(from_bwd.values()))
     more = {"dkdv": dkdv_row_table_bytes(head_dim)} if perm else {}
     smem = {key: size + (more.get(key, 0) if key in from_sm90 else 0)
-            for key, size in _smem_bytes(head_dim, tile, deterministic, sm90).items()}
+            for key, size in _smem_bytes(head_dim, tile, deterministic, sm90,
+                                         sm90_runs(head_dim, mask_mode, perm, deterministic)).items()}
     kernels = {}
     if sm90:
         kernels.update({key: (sm90_function("bwd_sm90.cu", names[key], smem[key], device_id)[0], smem[key])
@@ -260,7 +271,8 @@ class _BackwardLaunch:
             # dQ by its own pass (bwd.cu's deterministic kernels), else accumulated by the dK/dV kernel, in fixed
             # point where deterministic (bwd_sm90.cu's)
             self.sm90, self.dq_pass, self.fixed = sm90, deterministic and not sm90, deterministic and sm90
-            need = max(_smem_bytes(head_dim, tile, deterministic, sm90).values())
+            runs = sm90 and sm90_runs(head_dim, MASK_MODES[plan.payload], plan.perm is not None, deterministic)
+            need = max(_smem_bytes(head_dim, tile, deterministic, sm90, runs).values())
             if need > limit:
                 raise ValueError(f"the backward for head_dim {head_dim} needs {need} bytes of shared memory per "
                                  f"block; this device allows {limit}")
@@ -285,7 +297,7 @@ class _BackwardLaunch:
             # with a node order gather rows and take none
             self.maps = {}
             if sm90 and plan.perm is None:
-                step = sm90_step_rows(head_dim)
+                step = sm90_step_rows(head_dim, runs)
                 self.maps = {name: TensorMap(shape, st[name], rows) for name, shape, rows in (
                     ("q", (B, H, n_q, head_dim), step), ("do", (B, H, n_q, head_dim), step),
                     ("k", (B, Hk, n_k, head_dim), tile[1]), ("v", (B, Hk, n_k, head_dim), tile[1]))}
