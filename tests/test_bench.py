@@ -55,7 +55,7 @@ def _fake_libraries(calls):
 
 @pytest.mark.parametrize("workload", ["full", "causal", "doc_causal"])
 def test_peers_compute_the_workload_and_time_or_say_why_not(workload, monkeypatch):
-    monkeypatch.setattr(attention, "turns_ms", _calls_each)
+    monkeypatch.setattr(common, "turns_ms", _calls_each)
     calls = []
     flex, fa4 = _fake_libraries(calls)
     B, H, n, D = 1, 2, 24, 16
@@ -85,7 +85,7 @@ def _calls_each(fns):
 
 
 def test_a_failing_first_call_stands_for_every_phase(monkeypatch):
-    monkeypatch.setattr(attention, "turns_ms", lambda fns: pytest.fail("a refused peer was timed"))
+    monkeypatch.setattr(common, "turns_ms", lambda fns: pytest.fail("a refused peer was timed"))
     row, turns = {"reasons": {}}, {phase: {} for phase in attention.PHASES}
 
     def refuses(q, k, v):
@@ -105,7 +105,7 @@ def test_a_side_failing_in_turns_keeps_the_others_times_in_turns(monkeypatch):
         timed.append(set(fns))
         return _calls_each(fns)
 
-    monkeypatch.setattr(attention, "turns_ms", calls_each)
+    monkeypatch.setattr(common, "turns_ms", calls_each)
     row = {"reasons": {}}
 
     def fails():
@@ -118,14 +118,14 @@ def test_a_side_failing_in_turns_keeps_the_others_times_in_turns(monkeypatch):
 
 
 def test_graphs_take_every_input_set_in_turns(monkeypatch):
-    monkeypatch.setattr(attention, "turns_ms", lambda fns: pytest.fail("--graph timed outside graphs"))
+    monkeypatch.setattr(common, "turns_ms", lambda fns: pytest.fail("--graph timed outside graphs"))
     seen = {}
 
     def graphs(sides):
         seen.update(sides)
         return {key: 2.5 for key in sides}
 
-    monkeypatch.setattr(attention, "graphs_ms", graphs)
+    monkeypatch.setattr(common, "graphs_ms", graphs)
     sets = [tuple(torch.full((1, 1, 4, 8), float(i)) for _ in range(4)) for i in range(3)]
     row, turns = {"reasons": {}}, {phase: {} for phase in attention.PHASES}
     for key in ("maskattn", "flex"):

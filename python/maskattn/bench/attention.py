@@ -26,7 +26,7 @@ from maskattn.backends import cuda
 
 from . import workloads
 from .common import (GRAPH_CALLS, GRAPH_REPLAYS, PEAK_TFLOPS, TURNS_SAMPLES, attempt, bench_ms, fmt,
-                     fwd_bwd_step, graphs_ms, input_sets, median_ms, print_report, ratio, try_, turns_ms)
+                     fwd_bwd_step, input_sets, median_ms, print_report, ratio, timed_in_turns, try_)
 from .peers import PEERS, compiled_flex, flash_attn_4, flex_mask_mod, peer_calls, sdpa
 
 PHASES = {"fwd": ("forward", 1.0), "fwdbwd": ("forward+backward", 3.5)}  # FLOPs: the backward counts 2.5x
@@ -184,23 +184,13 @@ def time_peer(row, key, attn, fwd_bwd=None, *, inputs, turns, backward=False, gr
 
 def time_turns(row, turns, graph=False):
     """Time each phase's sides that :func:`time_peer` gathered (``turns``: {phase: {key: call, or with ``graph`` the
-    calls of every input set}}) together, in turns (:func:`.common.turns_ms`, or :func:`.common.graphs_ms` in CUDA
-    graphs), into ``row[key_phase_ms]``. Where that fails, each side is tried alone to find the failing ones (their
-    reasons kept), and the rest are timed in turns again."""
-    timer = graphs_ms if graph else turns_ms
+    calls of every input set}}) together, in turns (:func:`.common.timed_in_turns`), into ``row[key_phase_ms]``, and
+    the reasons of those that failed into ``row["reasons"]``."""
     for phase, sides in turns.items():
-        times, why = attempt(lambda: timer(sides)) if sides else ({}, None)
-        if why is not None:
-            for key, side in sides.items():
-                _, reason = attempt(lambda: timer({key: side}))
-                if reason is not None:
-                    row["reasons"][f"{key}_{phase}"] = reason
-            working = {key: side for key, side in sides.items() if f"{key}_{phase}" not in row["reasons"]}
-            times, why = attempt(lambda: timer(working)) if working else ({}, None)
+        times, reasons = timed_in_turns(sides, graph)
         for key in sides:
-            row[f"{key}_{phase}_ms"] = times.get(key) if why is None else None
-            if why is not None and f"{key}_{phase}" not in row["reasons"]:
-                row["reasons"][f"{key}_{phase}"] = why
+            row[f"{key}_{phase}_ms"] = times.get(key)
+        row["reasons"].update({f"{key}_{phase}": reason for key, reason in reasons.items()})
 
 
 def best_peer(row, phase):

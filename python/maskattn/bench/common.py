@@ -101,6 +101,27 @@ def graphs_ms(sides: dict) -> dict:
     return {name: statistics.median(samples) for name, samples in times.items()}
 
 
+def timed_in_turns(sides: dict, graph: bool = False) -> tuple[dict, dict]:
+    """Every side of ``sides`` ({name: call, or with ``graph`` the calls of every input set}) timed together, in
+    turns (:func:`turns_ms`, or :func:`graphs_ms` in CUDA graphs): ``({name: ms}, {name: reason})``. Where that fails,
+    each side is tried alone to find the failing ones, whose reasons are kept, and the rest are timed in turns again
+    (one peer failing must not hide the others' times)."""
+    timer = graphs_ms if graph else turns_ms
+    times, why = attempt(lambda: timer(sides)) if sides else ({}, None)
+    if why is None:
+        return times, {}
+    reasons = {}
+    for name, side in sides.items():
+        _, reason = attempt(lambda: timer({name: side}))
+        if reason is not None:
+            reasons[name] = reason
+    working = {name: side for name, side in sides.items() if name not in reasons}
+    times, why = attempt(lambda: timer(working)) if working else ({}, None)
+    if why is not None:
+        return {}, {**reasons, **{name: why for name in working}}
+    return times, reasons
+
+
 def graph_ms(fns) -> float:
     """:func:`graphs_ms` of one side (its callables ``fns``)."""
     return graphs_ms({"": fns})[""]
@@ -170,10 +191,6 @@ def fwd_bwd_step(attn, q, k, v, do):
         attn(qg, kg, vg).backward(do)
 
     return step
-
-
-def fwd_bwd_ms(attn, q, k, v, do) -> float:
-    return bench_ms(fwd_bwd_step(attn, q, k, v, do))
 
 
 def print_report(line: str, errors) -> None:

@@ -1,6 +1,6 @@
 """``python -m maskattn bench --decode``: inference shapes, MEDUSA tree verification and single-token decode over a KV
-cache, with the KV-read bandwidth each achieves, each peer both with ``do_bench`` (one call after an L2 flush) and
-replayed in a CUDA graph (many calls, no host work between)."""
+cache, with the KV-read bandwidth each achieves, each peer both with do_bench's samples (one call after an L2 flush)
+and replayed in a CUDA graph (many calls, no host work between), in turns with the case's other peers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import maskattn
 from maskattn import masks
 
 from . import workloads
-from .common import bench_ms, copy_bandwidth, fmt, graph_ms, input_sets, print_report, ratio, try_
+from .common import copy_bandwidth, fmt, input_sets, print_report, ratio, timed_in_turns, try_
 from .peers import compiled_flex
 
 
@@ -18,8 +18,9 @@ def run(args) -> list[dict]:
     """Tree verification (MEDUSA mc_sim_7b_63 over prefixes, MHA) and single-token decode (GQA) for maskattn,
     FlexAttention, SDPA with the dense mask and SDPA without a mask; KV-read bandwidth = K and V bytes / time.
 
-    Each peer is timed twice on the same inputs: ``do_bench`` (one call after an L2 flush, launch and host time
-    included) and :func:`graph_ms` (calls replayed in a CUDA graph: the kernels alone). The graph rotates through
+    Each peer is timed twice on the same inputs, both times in turns with the row's other peers
+    (:func:`.common.timed_in_turns`): do_bench's samples (one call after an L2 flush, launch and host time included
+    where the host falls behind) and replays of CUDA graphs (the kernels alone). The graphs rotate through
     :func:`input_sets` copies of the inputs, so that every call reads K and V from device memory; single-token
     decode over 4096+ tokens (134+ MB of K and V) needs one."""
     import torch
@@ -68,12 +69,12 @@ def run(args) -> list[dict]:
         ref = try_(lambda: peers["sdpa_mask"](*inputs[0]), errors, "sdpa_mask")
         if ref is not None:
             row["rel_err_vs_sdpa"] = float((out.float() - ref.float()).norm() / ref.float().norm())
-        for name, attn in peers.items():
-            if name == "sdpa_mask" and ref is None:
-                continue
-            calls = [functools.partial(attn, *x) for x in inputs]
-            row[f"{name}_ms"] = try_(lambda: bench_ms(calls[0]), errors, name)
-            row[f"{name}_graph_ms"] = try_(lambda: graph_ms(calls), errors, f"{name} in a CUDA graph")
+        calls = {name: [functools.partial(attn, *x) for x in inputs] for name, attn in peers.items()
+                 if name != "sdpa_mask" or ref is not None}
+        for suffix, graph in (("_ms", False), ("_graph_ms", True)):
+            times, reasons = timed_in_turns({name: c if graph else c[0] for name, c in calls.items()}, graph)
+            row.update({f"{name}{suffix}": times.get(name) for name in calls})
+            errors += [f"{name}{' in a CUDA graph' if graph else ''}: {reason}" for name, reason in reasons.items()]
         row["errors"] = errors
         rows.append(row)
         print_row(row, copy_gbs)
@@ -100,14 +101,14 @@ def print_row(row, copy_gbs):
         ms, graph = row.get(f"{key}_ms"), row.get(f"{key}_graph_ms")
         pct, graph_pct = (_pct_of_copy(row, k, copy_gbs) for k in (f"{key}_ms", f"{key}_graph_ms"))
         ratios = (ratio(row.get("maskattn_ms"), ms), ratio(row.get("maskattn_graph_ms"), graph))
-        print(f"    {label:13s} do_bench {fmt(ms, '.4f')} ms ({fmt(pct, '3.0f')}% of copy)  graph"
+        print(f"    {label:13s} turns {fmt(ms, '.4f')} ms ({fmt(pct, '3.0f')}% of copy)  graph"
               f" {fmt(graph, '.4f')} ms ({fmt(graph_pct, '3.0f')}%)  maskattn / this"
               f" {fmt(ratios[0], '.2f')} / {fmt(ratios[1], '.2f')}", flush=True)
     print_report(f"    err vs SDPA {fmt(row.get('rel_err_vs_sdpa'), '.1e')}", row["errors"])
 
 
 def markdown(rows) -> str:
-    """Per peer: do_bench ms and graph ms; for maskattn also % of copy bandwidth from both; for the others, maskattn's
+    """Per peer: ms in turns (do_bench's samples) and in graphs; for maskattn also % of copy bandwidth from both; for the others, maskattn's
     time over theirs (< 1: maskattn is faster), from both."""
     head = ["case", "context", "B", "H/Hk", "maskattn ms", "% of copy", "graph ms", "% of copy"]
     for _, label in _DECODE_PEERS[1:]:

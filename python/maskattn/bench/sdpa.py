@@ -2,10 +2,13 @@
 with the dense boolean mask beside ``maskattn.torch.scaled_dot_product_attention`` with the same mask, planned on the
 GPU inside every call (as a mask that is new each step), forward and forward+backward; beside them maskattn over a
 plan of that mask made once (what planning per call costs) and over the host compiler's deduplicated plan (what the
-device plan's one slot per tile costs); and the plan alone, from the call to the plan ready on the device.
+device plan's one slot per tile costs); and the plan alone, from the call to the plan ready on the device. A phase's
+four sides are timed in turns (:func:`.common.timed_in_turns`).
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -16,7 +19,7 @@ from maskattn.backends import cuda
 from maskattn.backends.cuda import plans
 
 from . import workloads
-from .common import bench_ms, fmt, fwd_bwd_ms, fwd_bwd_step, median_ms, print_report, ratio, try_
+from .common import bench_ms, fmt, fwd_bwd_step, median_ms, print_report, ratio, timed_in_turns, try_
 
 
 def fully_masked_rows(dtype) -> str:
@@ -94,11 +97,16 @@ def run(args) -> list[dict]:
                 row["rel_err_vs_sdpa"] = float((out.float() - ref.float())[:, :, seen].norm()
                                                / ref.float()[:, :, seen].norm())
             del out, ref
-            for label, fn in (("sdpa", sdpa), ("wrapper", wrapper), ("precompiled", precompiled),
-                              ("host_plan", lambda a, b, c: precompiled(a, b, c, host_plan))):
-                row[f"{label}_fwd_ms"] = try_(lambda: bench_ms(lambda: fn(q, k, v)), errors, f"{label} forward")
-                if args.backward or label != "host_plan":
-                    row[f"{label}_fwdbwd_ms"] = try_(lambda: fwd_bwd_ms(fn, q, k, v, do), errors, f"{label} backward")
+            # each phase's sides in turns (their samples interleaved: the card's clock shared)
+            sides = {"sdpa": sdpa, "wrapper": wrapper, "precompiled": precompiled,
+                     "host_plan": lambda a, b, c: precompiled(a, b, c, host_plan)}
+            phases = {"fwd": ("forward", {label: functools.partial(fn, q, k, v) for label, fn in sides.items()}),
+                      "fwdbwd": ("backward", {label: fwd_bwd_step(fn, q, k, v, do) for label, fn in sides.items()
+                                              if args.backward or label != "host_plan"})}
+            for phase, (name, calls) in phases.items():
+                times, reasons = timed_in_turns(calls)
+                row.update({f"{label}_{phase}_ms": times.get(label) for label in calls})
+                errors += [f"{label} {name}: {reason}" for label, reason in reasons.items()]
             row["errors"] = errors
             rows.append(row)
             print_row(row)
