@@ -7,8 +7,12 @@
 # Leads ((i)): our backward at the 80-row steps is 1.063x FA4's on dense D = 128 (1.024x FA4's at 64 rows): the rest of
 # the gap is (d)'s tensor-pipe occupancy (64% against 76%). Causal D = 128 and every masked plan keep 64-row steps:
 # runs of FULL blocks inside a plan with partial tiles could take 80 if the smem allowed the bit stages (it does not at
-# two stages of 80-row Q and dO). LSE loaded ahead at 80 rows (NQ = 10) is untried: check `-Xptxas -v` for C7512
-# (wgmma serialised for want of registers) before timing anything. Dropped, do not retry: one-test interval masks
+# two stages of 80-row Q and dO). LSE loaded ahead at 80 rows (NQ = 10): `variants/lse_ahead_runs.diff` compiles with
+# no C7512 (wgmma serialised for want of registers) and no spill at bf16, untimed. To time it (kernels only, same host
+# code): `rm -rf .whl/basetree .whl/v && mkdir -p .whl/basetree .whl/v/lse && git archive HEAD gpu | tar -x -C
+# .whl/basetree && git archive HEAD gpu | tar -x -C .whl/v/lse && patch -d .whl/v/lse -p1 <
+# docs/bench/next/variants/lse_ahead_runs.diff`, then on the GPU `(cd scripts && python3 kernel_ab.py
+# ../.whl/basetree/gpu ../.whl/v/lse/gpu --control --rounds 3 --backward --only "bwd full 16k D=128")`. Dropped, do not retry: one-test interval masks
 # ((h)); the fence before the P V wait at 192 rows or every D, no ping-pong turns at 192 rows, the backward's dO wait
 # after S^T ((g)); two copies of the forward's key loop, the softmax's reductions in four chains ((f)); dS^T by stmatrix
 # at 64 rows ((e)); masks after the exponentials, the forward's K release after the softmax, sleeping producer waits
