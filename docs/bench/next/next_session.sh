@@ -2,6 +2,18 @@
 # (`mkdir -p /tmp/fa4 && cp .peers/a/* /tmp/fa4/`, .peers/a carried); this one carries .peers/b and .whl (the
 # meson-python and pyproject-metadata wheels):
 #   bash docs/bench/next/next_session.sh
+# First, branch `bwd-runs-intervals` (7e990d0): the 80-row steps on interval plans too (causal, sliding windows,
+# documents, shared_question: a step is partial where one of its blocks is). Compiles with no C7512 and no spill at
+# fp16 and bf16; never run on a GPU. On a checkout of the branch, with .whl/basetree = main's package (`git archive
+# main meson.build pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/basetree`), one call:
+#   source scripts/gpu_install.sh || exit 1
+#   python3 -m pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree
+#   python3 -m pytest -q -x tests/gpu/test_backward.py -k "runs_of_query_blocks or atomic_dq"
+#   (cd scripts && python3 kernel_ab.py ../.whl/basetree/gpu --site ../.whl/basetree/gpu /tmp/base_site --backward
+#       --rounds 2 --only "bwd causal 16k D=128,bwd swa,bwd doc_causal 16k D=128,bwd shared_question")
+# FA3 and FA4 keep 64 rows for causal at D = 128 (their measurement, on their kernels): if causal loses, choose on the
+# host (e.g. by the plan's share of FULL tiles) rather than drop the rest. Then sanitizers on "80-row runs" and the
+# whole backward suite before merging.
 # The bench in turns at D = 128, 16k, on the workloads whose leads README still gives from the one-after-another
 # timer (shared_question, bigbird, graph_rcm, lf_dilated; doc_causal was re-measured in (i)), with the backward.
 # Leads ((i)): our backward at the 80-row steps is 1.063x FA4's on dense D = 128 (1.024x FA4's at 64 rows): the rest of
