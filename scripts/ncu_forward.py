@@ -55,7 +55,7 @@ def ours(d, n, h, workload, training=True, backward=False):
     return lambda: cuda.forward(q, k, v, plan, d ** -0.5, out=out)
 
 
-def fa4(d, n, h, tile, causal, window=None, backward=False):
+def fa4(d, n, h, tile, causal, window=None, backward=False, causal_tile=False):
     import torch
     from flash_attn.cute import interface
 
@@ -68,8 +68,11 @@ def fa4(d, n, h, tile, causal, window=None, backward=False):
     if backward:  # its forward once, for O and the LSE the backward reads
         out, lse = interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, return_lse=True)[:2]
         dout = torch.randn_like(out)
-        if tile != "causal_tile":
-            return lambda: interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
+        def bwd():
+            return interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
+
+        if not causal_tile:
+            return bwd
         # its backward with the tile it takes for causal masks (64 query rows a step at D = 128, dQ not swapped)
         # where it would take another (80 rows, non-causal D = 128): what do its 80-row steps buy?
         own = interface._tile_size_bwd_sm90
@@ -79,14 +82,14 @@ def fa4(d, n, h, tile, causal, window=None, backward=False):
             bound.arguments["causal"] = True
             return own(*bound.args, **bound.kwargs)
 
-        def bwd():
+        def bwd_at_causal_tile():
             interface._tile_size_bwd_sm90 = as_causal
             try:
-                return interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
+                return bwd()
             finally:
                 interface._tile_size_bwd_sm90 = own
 
-        return bwd
+        return bwd_at_causal_tile
     return lambda: interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, **options)
 
 
@@ -104,7 +107,7 @@ def make(which, d, n, h, workload):
     if workload not in ("full", "causal"):
         raise ValueError(f"FlashAttention-4 runs full and causal, not {workload}")
     if which in ("fa4_bwd", "fa4_bwd_causal_tile"):
-        return fa4(d, n, h, "causal_tile" if which != "fa4_bwd" else None, workload == "causal", backward=True)
+        return fa4(d, n, h, None, workload == "causal", backward=True, causal_tile=which != "fa4_bwd")
     return fa4(d, n, h, {"fa4_128": (128, 128), "fa4_default": None}[which], workload == "causal")
 
 

@@ -108,8 +108,8 @@ def print_row(row, copy_gbs):
 
 
 def markdown(rows) -> str:
-    """Per peer: ms in turns (do_bench's samples) and in graphs; for maskattn also % of copy bandwidth from both; for the others, maskattn's
-    time over theirs (< 1: maskattn is faster), from both."""
+    """Per peer: ms in turns (do_bench's samples) and in graphs; for maskattn also % of copy bandwidth from both; for
+    the others, maskattn's time over theirs (< 1: maskattn is faster), from both."""
     head = ["case", "context", "B", "H/Hk", "maskattn ms", "% of copy", "graph ms", "% of copy"]
     for _, label in _DECODE_PEERS[1:]:
         head += [f"{label} ms", "ours /", "graph ms", "ours /"]

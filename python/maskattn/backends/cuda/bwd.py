@@ -96,9 +96,9 @@ def bwd_sm90_smem_bytes(head_dim: int, runs: bool = False) -> int:
     192), two stages of Q and dO (a step's rows each, :func:`sm90_step_rows`), two buffers of dS^T (key block x step
     rows) and, wide, of P^T, the consumers' 4-byte chunks of a step's dQ (64 rows x D at 128-row steps, with runs
     the step's rows x width / 2, else 64 x width / 2; none at 256, which stages them in the step's tiles), two stages
-    of the step's LSE and delta (floats) and but with runs dQ exponents (bytes), up to D = 128 but with runs two
-    stages of a bit tile's step rows (BITS_STAGED), the step descriptions and mbarriers (width: the tiles' padded D,
-    sw128_columns)."""
+    of the step's LSE and delta (floats) and, without runs, of dQ exponents (bytes), up to D = 128 and without runs
+    two stages of a bit tile's step rows (BITS_STAGED), the step descriptions and mbarriers (width: the tiles' padded
+    D, sw128_columns)."""
     width, wide, keys = sw128_columns(head_dim), head_dim > 128, sm90_tile_n(head_dim)
     rows = sm90_step_rows(head_dim, runs)
     ds_buffers = 2 + 2 * wide
