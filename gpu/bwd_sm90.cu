@@ -761,12 +761,14 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       if constexpr (WRITER) writer_read_last(ds_turn - 1);
       if constexpr (R) {  // dQ^T's fragment j: rows 8 j + 2 t and one more (DqRows)
         float* staged = reinterpret_cast<float*>(generic(sdQ));
-        const int unit = 32 * consumer + ((8 * warp + g_lane) ^ (4 * t_lane));
+        // column 16 warp + g_lane of the consumer's 64 (and the + 8 beside it), at the same offset in every row 8 j +
+        // 2 t_lane and the next
+        const int at = DqRows::offset(2 * t_lane, 64 * consumer + 16 * warp + g_lane);
 #pragma unroll
         for (int j = 0; j < DQ_FRAGMENTS; ++j) {
           const int row = 8 * j + 2 * t_lane;
-          *reinterpret_cast<float2*>(staged + row * D + 2 * unit) = make_float2(acc_dq[j][0], acc_dq[j][2]);
-          *reinterpret_cast<float2*>(staged + (row + 1) * D + 2 * unit) = make_float2(acc_dq[j][1], acc_dq[j][3]);
+          *reinterpret_cast<float2*>(staged + row * D + at) = make_float2(acc_dq[j][0], acc_dq[j][2]);
+          *reinterpret_cast<float2*>(staged + (row + 1) * D + at) = make_float2(acc_dq[j][1], acc_dq[j][3]);
         }
       } else {
 #pragma unroll
@@ -874,21 +876,27 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
   const long long idx = (long long)blockIdx.x * CONVERT_THREADS + threadIdx.x;
   const int row = idx / CHUNKS, col = idx % CHUNKS * 8;
   if (row >= n_q) return;
-  constexpr int BM = STEP_ROWS<D>;
-  const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
-  // (consumer, its row, its column) of 8 columns of the row: of one piece of the columns where DQ_BY_ROWS is false
-  const int2 at = DQ_BY_ROWS<D> ? make_int2(row % BM / 64, col) : HalfColumns<DS>::of(col);
-  const long long src = DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
   const float unit = FIXED ? scale * exp2_int(-dq_exp[(long long)bh * n_q_pad + row]) : scale;
-  using Dq = DqElement<FIXED>;
-  const float* accum_row = dq_accum + ((long long)bh * n_q_pad + row) * D;  // R
   unsigned packed[4];
+  if constexpr (R) {
+    const float* accum_row = dq_accum + ((long long)bh * n_q_pad + row) * D;
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 values on
-    const float2 x = R ? make_float2(accum_row[DqRows::offset(row, col + 2 * t)],
-                                     accum_row[DqRows::offset(row, col + 2 * t + 1)])
-                       : Dq::value2(reinterpret_cast<const typename Dq::type*>(dq_accum) + src + 4 * t);
-    packed[t] = Dtype<T>::pack(x.x * unit, x.y * unit);
+    for (int t = 0; t < 4; ++t) {
+      packed[t] = Dtype<T>::pack(accum_row[DqRows::offset(row, col + 2 * t)] * unit,
+                                 accum_row[DqRows::offset(row, col + 2 * t + 1)] * unit);
+    }
+  } else {
+    constexpr int BM = STEP_ROWS<D>;
+    const long long step = (long long)bh * (n_q_pad / BM) + row / BM;
+    // (consumer, its row, its column) of 8 columns of the row: of one piece of the columns where DQ_BY_ROWS is false
+    const int2 at = DQ_BY_ROWS<D> ? make_int2(row % BM / 64, col) : HalfColumns<DS>::of(col);
+    const long long src = DqChunk<DQ_COLUMNS<D>>::offset(2 * step + at.x, row % 64, at.y);
+    using Dq = DqElement<FIXED>;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {  // columns col + 2 t, + 1: the next thread of the fragment row, 4 values on
+      const float2 x = Dq::value2(reinterpret_cast<const typename Dq::type*>(dq_accum) + src + 4 * t);
+      packed[t] = Dtype<T>::pack(x.x * unit, x.y * unit);
+    }
   }
   *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + caller_token(perm, row) * dq_sn + col) =
       make_uint4(packed[0], packed[1], packed[2], packed[3]);
