@@ -1,7 +1,8 @@
-"""maskattn.distributed on two GPUs with NCCL (nvidia-h200-x2): every family through the all-to-all (packed and
-overlapped) and the ring, bf16 and fp16, against one GPU and against a float32 dense reference, as ``tests/gpu``
-judges kernels: ``err(two GPUs) <= 2 * err(one GPU) + atol``; the bytes sent are the referenced blocks'; a rank with
-nothing to send does not hang the exchange (the whole run has a deadline)."""
+"""maskattn.distributed on GPUs with NCCL, two ranks (nvidia-h200-x2) or ``MASKATTN_TEST_RANKS`` (4 on
+nvidia-h200-x4): every family through the all-to-all (packed and overlapped) and the ring, bf16 and fp16, against one
+GPU and against a float32 dense reference, as ``tests/gpu`` judges kernels: ``err(N GPUs) <= 2 * err(one GPU) +
+atol``; the bytes sent are the referenced blocks'; a rank with nothing to send does not hang the exchange (the whole
+run has a deadline)."""
 
 import json
 import os
@@ -10,9 +11,10 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+WORLD = int(os.environ.get("MASKATTN_TEST_RANKS", "2"))
 torch = pytest.importorskip("torch", reason="needs torch")
-if torch.cuda.device_count() < 2:
-    pytest.skip("needs two CUDA devices", allow_module_level=True)
+if torch.cuda.device_count() < WORLD:
+    pytest.skip(f"needs {WORLD} CUDA devices (MASKATTN_TEST_RANKS)", allow_module_level=True)
 pytest.importorskip("cupy", reason="the CUDA backend needs CuPy")
 import torch.distributed as dist  # noqa: E402
 
@@ -28,7 +30,8 @@ from maskattn.testing import spawn_ranks  # noqa: E402
 
 N = 3001  # not a multiple of the tile
 B, H, HK, D = 1, 8, 2, 128
-WORLD = 2
+UNITS = 24  # of 128 tokens: N rounded up
+BOUNDARIES = [r * UNITS // WORLD for r in range(WORLD + 1)]  # a split on whole documents (aligned_documents)
 DEADLINE_SECONDS = 900  # kernel builds included
 ATOL = 1e-3
 
@@ -50,8 +53,9 @@ def _spec(name):
     if name == "heads_dense":  # a bit mask per query head
         rng = np.random.default_rng(3)
         return masks.from_dense((rng.random((1, H, N, N)) < 0.1) | np.eye(N, dtype=bool))
-    if name == "aligned_documents":  # documents on the rank boundary: nothing moves
-        return masks.document([1536, 1465])
+    if name == "aligned_documents":  # documents on the rank boundaries: nothing moves
+        lengths = [128 * (hi - lo) for lo, hi in zip(BOUNDARIES[:-1], BOUNDARIES[1:])]
+        return masks.document(lengths[:-1] + [N - sum(lengths[:-1])])
     raise ValueError(name)
 
 
@@ -65,7 +69,7 @@ CASES = {
     "bigbird": ("bigbird", "work"),
     "graph_rcm": ("graph_rcm", "work"),
     "heads_dense_gqa": ("heads_dense", "work"),
-    "nothing_moves": ("aligned_documents", [0, 12, 24]),  # units of 128 tokens
+    "nothing_moves": ("aligned_documents", BOUNDARIES),  # units of 128 tokens
 }
 MODES = ("packed", "overlap", "ring")
 DTYPES = ("bfloat16", "float16")
