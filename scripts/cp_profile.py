@@ -6,8 +6,8 @@ Per workload (B = 1, H = 16, D = 128, bf16), every rank prints, from medians ove
 - compute alone (no exchange, its GPU to itself): the forward and the backward of its local and remote plans (the
   overlapped path's four kernel calls, merges included) and of its packed plan;
 - the exchange alone: the forward's all-to-all of K/V blocks and the backward's of their gradients, from a barrier;
-- one whole ``maskattn.distributed.attention`` step (overlapped) and one ring step, this rank's own time from a common
-  barrier (not the slowest rank's);
+- whole steps of ``maskattn.distributed.attention`` (packed and overlapped) and of the ring, this rank's own time
+  from a common barrier (not the slowest rank's);
 and rank 0 the one-GPU step over the whole plan, with the split's modelled work per rank beside the measured times.
 """
 
@@ -100,8 +100,9 @@ def profile(name, n, split, device, H=16, D=128, dtype=torch.bfloat16):
         row["all-to-all K/V"] = _ms(lambda: wait(all_to_all(send, sharded.send_tokens[rank],
                                                               sharded.send_tokens[:, rank], None, "kv")[1]), True)
         row["MiB out"] = send.numel() * send.element_size() / 2 ** 20
-    row["cp step (own time)"] = _ms(lambda: _fwd_bwd(lambda a, b, c: md.attention(a, b, c, sharded), ql, kl, vl, dol),
-                                    True)
+    for overlap in (False, True):
+        row[f"cp {'overlap' if overlap else 'packed'} step"] = _ms(
+            lambda: _fwd_bwd(lambda a, b, c: md.attention(a, b, c, sharded, overlap=overlap), ql, kl, vl, dol), True)
     ring = md.shard(plan, split="zigzag")
     rq, rk, rv, rdo = (md.dispatch(x, ring) for x in (q, k, v, do))
     row["ring step (own time)"] = _ms(lambda: _fwd_bwd(lambda a, b, c: md.ring_attention(a, b, c, ring), rq, rk, rv,

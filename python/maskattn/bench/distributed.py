@@ -5,7 +5,7 @@ against one rank and against the ring baseline, per workload.
     torchrun --nproc-per-node 2 -m maskattn bench --distributed --n 2048 --heads 2   # CPUs: gloo, float32
 
 For each workload (default doc_causal, causal, sink_swa, shared_question, graph_rcm) it times one forward+backward
-step of the attention alone (torch autograd, the slowest rank's time from a common barrier, median of repetitions):
+step, and the forward alone (with its TFLOP/s per GPU over the mask's true elements), of the attention alone (torch autograd, the slowest rank's time from a common barrier, median of repetitions):
 ``maskattn.torch.attention`` on rank 0 alone over the whole sequence, ``maskattn.distributed.attention`` on every rank
 with the work split, and ``ring_attention`` with a zigzag split; counts the bytes each rank hands the collectives
 (``maskattn.distributed.traffic``) against the bytes of its K/V blocks that other ranks' rows reference (forward) and of
@@ -83,6 +83,14 @@ def _step_ms(step, device, together: bool, reps=REPS, warmup=WARMUP) -> float:
     return statistics.median(times) * 1e3
 
 
+def _fwd(attend, q, k, v, do):
+    """The forward alone, without autograd's graph."""
+    import torch
+
+    with torch.no_grad():
+        return attend(q, k, v)
+
+
 def _fwd_bwd(attend, q, k, v, do):
     """One training step of attention alone: forward, backward into fresh leaves; returns the output."""
     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
@@ -135,15 +143,17 @@ def _workload(name, n, args, device, dtype, tile) -> dict:
     k, v = (torch.randn(B, Hk, n, D, device=device, dtype=dtype, generator=gen) for _ in range(2))
     do = torch.randn(B, H, n, D, device=device, dtype=dtype, generator=gen)
     row = {"workload": name, "n": n, "ranks": world, "B": B, "H": H, "Hk": Hk, "D": D, "dtype": str(dtype),
-           "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "tile": tile}
+           "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "tile": tile,
+           "mask_flops": 4 * B * H * D * plan.stats(D)["density"] * n * n}
 
-    def alone():
-        return _fwd_bwd(lambda a, b, c: maskattn.torch.attention(a, b, c, plan), q, k, v, do)
+    def alone(phase=_fwd_bwd):
+        return phase(lambda a, b, c: maskattn.torch.attention(a, b, c, plan), q, k, v, do)
 
     single = None
     if rank == 0:  # the others wait: rank 0's device runs alone
         single = alone().float()
         row["single_ms"] = _step_ms(alone, device, together=False)
+        row["single_fwd_ms"] = _step_ms(lambda: alone(_fwd), device, together=False)
     dist.barrier()
 
     row_bytes = 2 * B * Hk * D * q.element_size()  # K and V of one token
@@ -151,13 +161,14 @@ def _workload(name, n, args, device, dtype, tile) -> dict:
         sharded = md.shard(plan, split=split)
         local = [md.dispatch(x, sharded) for x in (q, k, v, do)]
 
-        def step():
-            return _fwd_bwd(lambda a, b, c: attend(a, b, c, sharded), *local)
+        def step(phase=_fwd_bwd):
+            return phase(lambda a, b, c: attend(a, b, c, sharded), *local)
 
         md.reset_traffic()
         full = md.undispatch(step(), sharded)
         sent = dict(md.traffic)
         row[f"{label}_ms"] = _step_ms(step, device, together=True)
+        row[f"{label}_fwd_ms"] = _step_ms(lambda: step(_fwd), device, together=True)
         kinds = (("kv",), ("dkv",)) if label == "cp" else (("ring_kv",), ("ring_kv_bwd", "ring_dkv"))
         measured = _gather([sum(sent.get(kind, 0) for kind in purposes) for purposes in kinds], device)
         row[f"{label}_fwd_bytes"] = [int(m[0]) for m in measured]
@@ -170,6 +181,9 @@ def _workload(name, n, args, device, dtype, tile) -> dict:
         if rank == 0:
             row[f"{label}_rel_err"] = float((full.float() - single).norm() / single.norm())
     if rank == 0:
+        # forward TFLOP/s per GPU, counting the mask's true elements (4·B·H·D each) as MagiAttention's figures do
+        row["single_fwd_tflops"] = row["mask_flops"] / row["single_fwd_ms"] / 1e9
+        row["cp_fwd_tflops_per_gpu"] = row["mask_flops"] / row["cp_fwd_ms"] / world / 1e9
         row["speedup"] = row["single_ms"] / row["cp_ms"]
         row["ring_speedup"] = row["single_ms"] / row["ring_ms"]
         row["gain_vs_ring"] = row["ring_ms"] / row["cp_ms"]
@@ -194,7 +208,8 @@ def print_row(row, flush=False):
     print(f"{row['workload']:16s} n={row['n']} ranks={row['ranks']} | 1 rank {row['single_ms']:9.2f} ms | "
           f"cp {row['cp_ms']:9.2f} ms ({row['speedup']:.2f}x, tokens {row['cp_tokens']}, imbalance "
           f"{row['cp_imbalance']:.3f}) | ring {row['ring_ms']:9.2f} ms ({row['ring_speedup']:.2f}x) | cp/ring "
-          f"{row['gain_vs_ring']:.2f}x | MiB sent fwd {_mb(row['cp_fwd_bytes'])} (referenced "
+          f"{row['gain_vs_ring']:.2f}x | fwd 1 rank {row['single_fwd_ms']:.2f} ms cp {row['cp_fwd_ms']:.2f} ms "
+          f"({row['cp_fwd_tflops_per_gpu']:.0f} TFLOP/s per GPU) | MiB sent fwd {_mb(row['cp_fwd_bytes'])} (referenced "
           f"{_mb(row['referenced_fwd_bytes'])}) bwd {_mb(row['cp_bwd_bytes'])} | ring fwd {_mb(row['ring_fwd_bytes'])} "
           f"bwd {_mb(row['ring_bwd_bytes'])} | err cp {row['cp_rel_err']:.1e} ring {row['ring_rel_err']:.1e}",
           flush=flush)
@@ -202,6 +217,7 @@ def print_row(row, flush=False):
 
 def markdown(rows) -> str:
     head = ["workload", "n", "ranks", "1 rank ms", "cp ms", "speedup", "ring ms", "ring speedup", "cp vs ring",
+            "fwd 1 rank ms", "fwd cp ms", "fwd speedup", "fwd TFLOP/s per GPU (1 rank)", "fwd ring ms",
             "tokens per rank", "work imbalance", "ring imbalance", "fwd MiB sent per rank",
             "referenced K/V MiB per rank", "bwd MiB sent per rank", "max |sent/referenced - 1|", "ring fwd MiB",
             "ring bwd MiB", "rel err cp", "rel err ring"]
@@ -209,6 +225,8 @@ def markdown(rows) -> str:
     for r in rows:
         cells = [r["workload"], r["n"], r["ranks"], f"{r['single_ms']:.2f}", f"{r['cp_ms']:.2f}",
                  f"{r['speedup']:.2f}", f"{r['ring_ms']:.2f}", f"{r['ring_speedup']:.2f}", f"{r['gain_vs_ring']:.2f}",
+                 f"{r['single_fwd_ms']:.2f}", f"{r['cp_fwd_ms']:.2f}", f"{r['single_fwd_ms'] / r['cp_fwd_ms']:.2f}",
+                 f"{r['cp_fwd_tflops_per_gpu']:.0f} ({r['single_fwd_tflops']:.0f})", f"{r['ring_fwd_ms']:.2f}",
                  "/".join(map(str, r["cp_tokens"])), f"{r['cp_imbalance']:.3f}", f"{r['ring_imbalance']:.3f}",
                  _mb(r["cp_fwd_bytes"]),
                  _mb(r["referenced_fwd_bytes"]), _mb(r["cp_bwd_bytes"]), fmt(_bytes_ratio(r), ".3f"),

@@ -85,7 +85,7 @@ def _check(q, k, v, sharded: ShardedPlan, scale):
     return 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
 
 
-def attention(q, k, v, sharded: ShardedPlan, *, scale: float | None = None, overlap: bool | None = None):
+def attention(q, k, v, sharded: ShardedPlan, *, scale: float | None = None, overlap: bool = False):
     """Masked attention of this rank's rows over the whole sequence, with autograd.
 
     Parameters
@@ -101,15 +101,16 @@ def attention(q, k, v, sharded: ShardedPlan, *, scale: float | None = None, over
         Default ``1 / sqrt(D)``.
     overlap : bool, optional
         Overlap the exchange with the rank's own blocks (two plans whose results merge by log-sum-exp) instead of
-        one call over the packed buffer after it. Default: on GPUs.
+        one call over the packed buffer after it (the default). For links much slower than NVLink: on two H200s the
+        exchange took 1% of a step, the merges cost more than that, and in the backward a rank that joins the
+        gradients' return early holds SMs in NCCL's kernel while it waits (docs/performance.md, issue 17).
 
     Returns
     -------
     torch.Tensor like q: this rank's rows of the output. Gradients reach q, k and v of every rank.
     """
     scale = _check(q, k, v, sharded, scale)
-    overlap = q.is_cuda if overlap is None else bool(overlap)
-    return AllToAllAttention.apply(q, k, v, sharded, scale, overlap)
+    return AllToAllAttention.apply(q, k, v, sharded, scale, bool(overlap))
 
 
 def ring_attention(q, k, v, sharded: ShardedPlan, *, scale: float | None = None):
