@@ -88,11 +88,12 @@ constexpr int THREADS = 384;
 // RUNS: FlashAttention-3's non-causal D = 128 step (FlashAttention-4 takes it too; its 80-row steps made its backward
 // 4.5% faster than its 64-row ones on dense 16k D = 128, H200, performance.md 2026-11-28 (i)): 80 rows, which the
 // plan's 128-row query blocks do not divide, so the walk takes runs of consecutive query blocks (RUNS) and cuts a
-// step where a run ends; dQ is computed transposed (dQ^T = K^T dS^T, M = D: wgmma's M is 64). Plans without partial
-// tiles (MASK_NONE), node order or fixed point: the tiles' and dQ staging's shared memory leave no room for bit tiles
-// or dQ exponents, and a row table would not fit.
+// step where a run ends; dQ is computed transposed (dQ^T = K^T dS^T, M = D: wgmma's M is 64). Plans without bit
+// tiles, node order or fixed point: the tiles' and dQ staging's shared memory leave no room for bit tiles or dQ
+// exponents, and a row table would not fit. Interval masks apply to any rows: a step is partial where one of its
+// blocks is.
 template <int D, int MASK, bool PERM, bool FIXED>
-constexpr bool RUNS = D == 128 && MASK == MASK_NONE && !PERM && !FIXED;
+constexpr bool RUNS = D == 128 && MASK != MASK_BITS && !PERM && !FIXED;
 template <int D, bool R = false>
 constexpr int STEP_ROWS = R ? 80 : SW128_COLUMNS<D> == 64 ? 128 : 64;
 // How the consumers share a step's dQ. At 128 rows each takes 64 of them over D columns (m64nD products over the
@@ -373,7 +374,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     // RUNS: the step's first row and rows (a multiple of 16, up to BM; padding rows of the last query block too): a
     // step runs on into the next entry's block where that is the next block (a run of consecutive blocks), else ends
     // at its own block's end; the next starts where it ended
+    // (run_partial: whether one of its blocks is a PARTIAL tile)
     int run_row = 0, run_rows = 0;
+    bool run_partial = false;
+    auto partial_entry = [&](long long entry) { return MASK != MASK_NONE && bwd_kind[entry] == KIND_PARTIAL; };
     auto advance = [&]() -> bool {
       if constexpr (R) {
         int next = run_row + run_rows;
@@ -384,7 +388,11 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         }
         run_row = next;
         run_rows = min(BM, (m_block + 1) * TILE_M - next);
-        if (run_rows < BM && e + 1 < e_end && row_idx[e + 1] == m_block + 1) run_rows = BM;
+        run_partial = partial_entry(e);
+        if (run_rows < BM && e + 1 < e_end && row_idx[e + 1] == m_block + 1) {
+          run_rows = BM;
+          run_partial = run_partial || partial_entry(e + 1);
+        }
         return true;
       }
       if (++step < n_steps) return true;
@@ -394,14 +402,18 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       return true;
     };
     // the step's description: its first row, its dQ chunks (DqChunk; RUNS: its accumulator row / 16), mask group and
-    // payload (-1: FULL; RUNS: its rows)
+    // payload (-1: FULL; RUNS: its rows, negated where the step is partial)
     // rows are padded to whole query blocks (+inf, 0), so the BM LSE and delta values need no bound (RUNS: a step's
     // rows do)
     auto row_values = [&](int row0) { return (long long)(b * heads + h_first + head) * n_q_pad + row0; };
     // (the chunk from the step's row values: n_q_pad / BM, kept, would spill at the producer's 24 registers)
     auto describe = [&](int row0) {
-      int payload = R ? run_rows : -1;
-      if (MASK != MASK_NONE && bwd_kind[e] == KIND_PARTIAL) payload = MASK == MASK_BITS ? bwd_payload_idx[e] : 0;
+      int payload = -1;
+      if constexpr (R) {
+        payload = run_partial ? -run_rows : run_rows;
+      } else if (partial_entry(e)) {
+        payload = MASK == MASK_BITS ? bwd_payload_idx[e] : 0;
+      }
       return make_int4(row0, (int)(row_values(row0) / (R ? 16 : BM)), group, payload);
     };
     const int4 end_of_walk = make_int4(-1, 0, 0, 0);
@@ -621,6 +633,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     const int4 here = steps[stage];
     if (here.x < 0) break;
     const int row0 = here.x, group = here.z, payload = here.w;
+    const int rows = R ? abs(payload) : BM;  // the step's rows (RUNS: a run's last step may hold fewer)
     // this thread's first query column's LSE and delta (lse_s[values], delta_s[values])
     auto values = [&]() { return stage * BM + query_lo + 2 * t_lane; };
     // LSE into registers before the products, so that its latency is not paid after S^T's wait (2 NQ registers);
@@ -629,10 +642,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     constexpr bool LSE_AHEAD = !PERM && NQ <= 8;
     float2 lse[NQ];
     if constexpr (LSE_AHEAD) load_cols_t(lse, ColumnValues{lse_s + values()});
-    const bool partial = MASK != MASK_NONE && payload >= 0;
+    const bool partial = MASK != MASK_NONE && (R ? payload < 0 : payload >= 0);
     const int* block_minmax = interval_minmax + ((long long)group * n_nblocks + n_block) * 8;
     // interval tiles can hold BM-row steps that no key of the block sees
-    const bool skip = MASK == MASK_INTERVALS && partial && interval_covers(block_minmax, row0, BM);
+    const bool skip = MASK == MASK_INTERVALS && partial && interval_covers(block_minmax, row0, rows);
     if (!skip) {
       wgmma_fence();
 #pragma unroll
@@ -654,7 +667,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       const int query = row0 + query_lo + 2 * t_lane;  // this thread's first query column
       if constexpr (MASK == MASK_INTERVALS) {
         if (partial) {
-          const IntervalReach reach = interval_reach(block_minmax, row0, BM);
+          const IntervalReach reach = interval_reach(block_minmax, row0, rows);
           const int2* bounds = reinterpret_cast<const int2*>(intervals) + (long long)group * n_k * 2;
           if (reach.lower) mask_interval_t(s, bounds, key, n_k, query);
           if (reach.upper) mask_interval_t(s, bounds + 1, key, n_k, query);
@@ -676,10 +689,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       pack_a_operand<T>(p, s);
       pack_a_operand<T>(ds, dp);
       if constexpr (R) {  // a step cut at a run's end (rows: 16 k): its columns past the rows, whose row values are
-        if (here.w < BM) {  // stale, to 0
+        if (rows < BM) {  // stale, to 0
 #pragma unroll
           for (int kk = 0; kk < KS; ++kk) {
-            if (16 * kk >= here.w) {
+            if (16 * kk >= rows) {
 #pragma unroll
               for (int c = 0; c < 4; ++c) p[kk][c] = ds[kk][c] = 0u;
             }
@@ -781,7 +794,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       if constexpr (WRITER) {
         if (ctid == 0) {
           dq_slots[consumer] = here.y;
-          if (R) dq_slots[2 + consumer] = here.w;
+          if (R) dq_slots[2 + consumer] = rows;
         }
         mbarrier_arrive(barrier(DQ_FULL + consumer));
       } else {

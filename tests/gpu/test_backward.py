@@ -160,23 +160,21 @@ def _full_blocks_random(rng, heads=8, n_q=N_Q, n_k=N_K):
 
 
 RUNS_FAMILIES = {
-    "full": FAMILIES["full"],
     "full_blocks_random": _full_blocks_random,
     "documents_of_whole_blocks": lambda rng: masks.document([256, 128, 384, 232], causal=False),
 }
 
 
 @pytest.mark.parametrize("family, dtype_name, Hk, layout", [
-    ("full", "bfloat16", 2, "bhnd"), ("full", "float16", 8, "bnhd"), ("full_blocks_random", "bfloat16", 2, "bhnd"),
-    ("full_blocks_random", "float16", 1, "bnhd"), ("documents_of_whole_blocks", "bfloat16", 2, "bhnd")])
-def test_runs_of_full_blocks(family, dtype_name, Hk, layout, rng):
-    """deterministic=False at head dim 128 on plans without partial tiles: on Hopper, bwd_sm90.cu's 80-row steps
-    over runs of consecutive query blocks (RUNS), a step running on into the next block of a run and cut where the
-    run ends (n_q = 1000: the last block's padding rows too), dQ computed transposed."""
-    spec = RUNS_FAMILIES[family](rng)
-    plan = compile_mask(spec, tile=cuda.tile_for(128, _dtype(dtype_name)))
-    assert plan.payload == "none" and plan.perm is None, "a plan of FULL tiles only"
-    _run(spec, rng, dtype_name, 128, Hk=Hk, layout=layout, deterministic=False)
+    ("full", "float16", 8, "bnhd"), ("full_blocks_random", "bfloat16", 2, "bhnd"),
+    ("full_blocks_random", "float16", 1, "bnhd"), ("documents_of_whole_blocks", "bfloat16", 2, "bhnd")]
+    + [(family, dtype_name, 2, "bhnd") for family in sorted(FAMILIES) for dtype_name in ("float16", "bfloat16")])
+def test_runs_of_query_blocks(family, dtype_name, Hk, layout, rng):
+    """deterministic=False at head dim 128: on Hopper, plans without bit tiles or node order take bwd_sm90.cu's 80-row
+    steps over runs of consecutive query blocks (RUNS), a step running on into the next block of a run and cut where
+    the run ends (n_q = 1000: the last block's padding rows too), partial where one of its blocks is, dQ computed
+    transposed; the families with bit tiles or a node order take the 64-row steps."""
+    _run({**FAMILIES, **RUNS_FAMILIES}[family](rng), rng, dtype_name, 128, Hk=Hk, layout=layout, deterministic=False)
 
 
 @pytest.mark.parametrize("family, dtype_name, head_dim", [("causal", "bfloat16", 128), ("dense_random", "float16", 64),
