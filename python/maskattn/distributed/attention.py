@@ -56,16 +56,48 @@ def merge(out_a, lse_a, out_b, lse_b):
     return out, lse
 
 
-def _add_returned(dk, dv, returned, index):
-    """dk, dv plus the partials other ranks returned for the keys at ``index`` (a key sent to several ranks comes
-    back from each)."""
+def _add_returned(dk, dv, returned, index, once):
+    """dk, dv plus the partials other ranks returned for the keys at ``index``. ``once``: no key comes back twice, so
+    each element takes one addition, rounded once, in place (torch's index_add_ adds half-precision values in float);
+    else a key sent to several ranks comes back from each, and the partials add up in float32 first."""
     if returned.shape[0] == 0:
         return dk, dv
     back_k, back_v = kv_views(returned)
+    if once:
+        return dk.index_add_(2, index, back_k), dv.index_add_(2, index, back_v)
     acc = _acc_dtype(dk)
     dk = dk.to(acc).index_add_(2, index, back_k.to(acc)).to(dk.dtype)
     dv = dv.to(acc).index_add_(2, index, back_v.to(acc)).to(dv.dtype)
     return dk, dv
+
+
+def _packed_keys(k, v, recv, sharded):
+    """K and V (B, Hk, held tokens, D) of every key the rank holds, ascending: its own k, v where it fetched nothing;
+    one concatenation where the fetched keys lie before and after its own (:meth:`ShardedPlan.fetched_before`); else
+    a gather from the arrival buffer and its own keys."""
+    if recv.shape[0] == 0:
+        return k, v
+    first = sharded.fetched_before()
+    if first is None:
+        return kv_views(torch.cat((recv, token_major(k, v))).index_select(0, plan_index(sharded, "packed", k.device)))
+    fk, fv = kv_views(recv)
+    return (torch.cat((fk[:, :, :first], k, fk[:, :, first:]), dim=2),
+            torch.cat((fv[:, :, :first], v, fv[:, :, first:]), dim=2))
+
+
+def _split_packed(dk, dv, sharded, own):
+    """(the fetched keys' dK/dV token-major in arrival order, the own keys' dK, dV) from gradients over the packed
+    keys (:func:`_packed_keys`)."""
+    if dk.shape[2] == own:
+        return token_major(dk[:, :, :0], dv[:, :, :0]), dk, dv
+    first = sharded.fetched_before()
+    if first is None:
+        held = _unpermute(token_major(dk, dv), plan_index(sharded, "packed", dk.device))
+        fetched = held.shape[0] - own
+        return held[:fetched], *(x.contiguous() for x in kv_views(held[fetched:]))
+    rest = slice(first + own, None)
+    back = torch.cat((token_major(dk[:, :, :first], dv[:, :, :first]), token_major(dk[:, :, rest], dv[:, :, rest])))
+    return back, dk[:, :, first:first + own], dv[:, :, first:first + own]
 
 
 def _unpermute(rows, index):
@@ -92,40 +124,36 @@ class AllToAllAttention(torch.autograd.Function):
             out, lse = partial_attention(q, k, v, sharded.local_plan(), scale)
             wait(work)
             remote_plan, order = sharded.remote_plan(), plan_index(sharded, "remote", k.device)
-            fetched = recv if order is None else recv.index_select(0, order)
+            held_k, held_v = kv_views(recv if order is None else recv.index_select(0, order))  # the fetched keys
             if remote_plan.nnz:
-                out, lse = merge(out, lse, *partial_attention(q, *kv_views(fetched), remote_plan, scale))
+                out, lse = merge(out, lse, *partial_attention(q, held_k, held_v, remote_plan, scale))
                 out = out.to(q.dtype)
         else:
             wait(work)
-            fetched = torch.cat((recv, token_major(k, v))).index_select(0, plan_index(sharded, "packed", k.device))
-            out, lse = partial_attention(q, *kv_views(fetched), sharded.packed_plan(), scale)
-        ctx.save_for_backward(q, k, v, fetched, out, lse)
+            held_k, held_v = _packed_keys(k, v, recv, sharded)  # every key the rank holds
+            out, lse = partial_attention(q, held_k, held_v, sharded.packed_plan(), scale)
+        ctx.save_for_backward(q, k, v, held_k, held_v, out, lse)
         ctx.sharded, ctx.scale, ctx.overlap, ctx.moves = sharded, scale, overlap, moves
         return out
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, fetched, out, lse = ctx.saved_tensors
+        q, k, v, held_k, held_v, out, lse = ctx.saved_tensors
         sharded, scale = ctx.sharded, ctx.scale
         do = do.contiguous()
         if ctx.overlap:
-            dq, dk_remote, dv_remote = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.remote_plan(),
-                                                     scale)
+            dq, dk_remote, dv_remote = partial_grads(do, q, held_k, held_v, out, lse, sharded.remote_plan(), scale)
             grads = token_major(dk_remote, dv_remote)
             order = plan_index(sharded, "remote", k.device)
             back, work = _return(grads if order is None else _unpermute(grads, order), sharded, ctx.moves)
             dq_local, dk, dv = partial_grads(do, q, k, v, out, lse, sharded.local_plan(), scale)
             dq = (dq.to(_acc_dtype(q)) + dq_local.to(_acc_dtype(q))).to(q.dtype)
         else:
-            dq, dk_packed, dv_packed = partial_grads(do, q, *kv_views(fetched), out, lse, sharded.packed_plan(),
-                                                     scale)
-            held = _unpermute(token_major(dk_packed, dv_packed), plan_index(sharded, "packed", k.device))
-            fetched_count = held.shape[0] - k.shape[2]
-            back, work = _return(held[:fetched_count], sharded, ctx.moves)
-            dk, dv = (x.contiguous() for x in kv_views(held[fetched_count:]))
+            dq, dk_held, dv_held = partial_grads(do, q, held_k, held_v, out, lse, sharded.packed_plan(), scale)
+            fetched_grads, dk, dv = _split_packed(dk_held, dv_held, sharded, k.shape[2])
+            back, work = _return(fetched_grads, sharded, ctx.moves)
         wait(work)
-        dk, dv = _add_returned(dk, dv, back, plan_index(sharded, "send", k.device))
+        dk, dv = _add_returned(dk, dv, back, plan_index(sharded, "send", k.device), sharded.sends_once())
         return dq, dk, dv, None, None, None
 
 

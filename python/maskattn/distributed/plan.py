@@ -275,7 +275,7 @@ class ShardedPlan:
         for d in range(self.world_size):
             self.send_tokens[:, d] = np.bincount(self.key_owner[remote[d]], weights=sizes[remote[d]],
                                                  minlength=self.world_size).astype(np.int64)
-        self._plans = {}
+        self._plans = {}  # restricted plans and the layout answers made from them, per rank
 
     # tokens -------------------------------------------------------------------------------------------------
 
@@ -323,6 +323,30 @@ class ShardedPlan:
         holds in ascending order (what :meth:`packed_plan` indexes)."""
         held = np.concatenate([_block_positions(self.arrival_blocks(r), self.plan.tile[1], self.n), self.positions(r)])
         return np.argsort(held, kind="stable")
+
+    def fetched_before(self, r: int | None = None) -> int | None:
+        """Where the packed buffer is the arrival buffer's first ``f`` keys, the rank's own keys, then the arrival
+        buffer's rest (a rank owning one range of a contiguous split: what its rows reference below it arrives
+        first), ``f``; else None (:meth:`packed_index` gathers)."""
+        r = self.rank if r is None else r
+        if ("fetched_before", r) in self._plans:
+            return self._plans[("fetched_before", r)]
+        index = self.packed_index(r)
+        own = self.positions(r).size
+        fetched = index.size - own
+        arrived = _block_positions(self.arrival_blocks(r), self.plan.tile[1], self.n)
+        first = int(np.count_nonzero(arrived < (self.ranges[r][0][0] if self.ranges[r] else 0)))
+        layout = np.concatenate([np.arange(first), fetched + np.arange(own), first + np.arange(fetched - first)])
+        found = self._plans[("fetched_before", r)] = first if np.array_equal(index, layout) else None
+        return found
+
+    def sends_once(self, r: int | None = None) -> bool:
+        """Whether no key of rank r goes to two ranks (then the gradients coming back add to distinct rows)."""
+        r = self.rank if r is None else r
+        if ("sends_once", r) not in self._plans:
+            index = self.send_index(r)
+            self._plans[("sends_once", r)] = np.unique(index).size == index.size
+        return self._plans[("sends_once", r)]
 
     def send_index(self, r: int | None = None) -> np.ndarray:
         """int64: rank r's local key positions to send, destination by destination (ascending ranks), each
