@@ -1,6 +1,7 @@
 """Where a context-parallel step's time goes, per rank (issue 17): run under torchrun on N GPUs.
 
     torchrun --nproc-per-node 2 scripts/cp_profile.py [--n 131072] [--workloads doc_causal causal ...] [--split work]
+        [--trace]
 
 Per workload (B = 1, H = 16, D = 128, bf16), every rank prints, from medians over repetitions:
 - compute alone (no exchange, its GPU to itself): the forward and the backward of its local and remote plans (the
@@ -8,7 +9,9 @@ Per workload (B = 1, H = 16, D = 128, bf16), every rank prints, from medians ove
 - the exchange alone: the forward's all-to-all of K/V blocks and the backward's of their gradients, from a barrier;
 - whole steps of ``maskattn.distributed.attention`` (packed and overlapped) and of the ring, this rank's own time
   from a common barrier (not the slowest rank's);
-and rank 0 the one-GPU step over the whole plan, with the split's modelled work per rank beside the measured times.
+and rank 0 the one-GPU step over the whole plan, with the split's modelled work per rank beside the measured times;
+"enqueued": the host's time until the step returned, before the GPU finished. ``--trace``: torch's profile of three
+packed steps per rank, the operators by device time.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from maskattn.distributed.exchange import all_to_all, kv_views, plan_index, toke
 REPS = 5
 
 
-def _ms(fn, barrier=False):
+ENQUEUED = {}  # label -> median ms until fn returned (the host's part; the rest of the time the GPU ran behind)
+
+
+def _ms(fn, barrier=False, label=None):
     """Median ms of fn over REPS after one warm-up; with ``barrier`` every rank starts each repetition together."""
     fn()
-    times = []
+    times, enqueued = [], []
     for _ in range(REPS):
         torch.cuda.synchronize()
         if barrier:
@@ -42,9 +48,25 @@ def _ms(fn, barrier=False):
             torch.cuda.synchronize()
         start = time.perf_counter()
         fn()
+        enqueued.append(1e3 * (time.perf_counter() - start))
         torch.cuda.synchronize()
         times.append(1e3 * (time.perf_counter() - start))
+    if label:
+        ENQUEUED[label] = statistics.median(enqueued)
     return statistics.median(times)
+
+
+def _trace(fn, rows=14):
+    """The GPU's and the host's time of three calls of fn by torch's profiler: the top operators by device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60)
 
 
 def _fwd_bwd(attend, q, k, v, do):
@@ -52,7 +74,7 @@ def _fwd_bwd(attend, q, k, v, do):
     attend(*leaves).backward(do)
 
 
-def profile(name, n, split, device, H=16, D=128, dtype=torch.bfloat16):
+def profile(name, n, split, device, trace, H=16, D=128, dtype=torch.bfloat16):
     rank, world = dist.get_rank(), dist.get_world_size()
     tile = backend.tile_for(D, "bfloat16", device.index)
     plan = maskattn.compile_mask(workloads.build(name, n), tile)
@@ -63,7 +85,9 @@ def profile(name, n, split, device, H=16, D=128, dtype=torch.bfloat16):
     scale = D ** -0.5
     row = {}
     if rank == 0:
-        row["one GPU"] = _ms(lambda: _fwd_bwd(lambda a, b, c: maskattn.torch.attention(a, b, c, plan), q, k, v, do))
+        row["one GPU"] = _ms(lambda: _fwd_bwd(lambda a, b, c: maskattn.torch.attention(a, b, c, plan), q, k, v, do),
+                             label="one GPU")
+        row["one GPU enqueued"] = ENQUEUED["one GPU"]
     dist.barrier()
 
     # compute alone: the remote keys stood in by this rank's own tokens' slots (same counts, no exchange)
@@ -101,8 +125,17 @@ def profile(name, n, split, device, H=16, D=128, dtype=torch.bfloat16):
                                                               sharded.send_tokens[:, rank], None, "kv")[1]), True)
         row["MiB out"] = send.numel() * send.element_size() / 2 ** 20
     for overlap in (False, True):
-        row[f"cp {'overlap' if overlap else 'packed'} step"] = _ms(
-            lambda: _fwd_bwd(lambda a, b, c: md.attention(a, b, c, sharded, overlap=overlap), ql, kl, vl, dol), True)
+        label = f"cp {'overlap' if overlap else 'packed'} step"
+        row[label] = _ms(
+            lambda: _fwd_bwd(lambda a, b, c: md.attention(a, b, c, sharded, overlap=overlap), ql, kl, vl, dol), True,
+            label)
+        row[label + " enqueued"] = ENQUEUED[label]
+    if trace:
+        table = _trace(lambda: _fwd_bwd(lambda a, b, c: md.attention(a, b, c, sharded), ql, kl, vl, dol))
+        for r in range(world):
+            dist.barrier()
+            if r == rank:
+                print(f"\n### {name}: rank {rank}, three packed steps\n{table}", flush=True)
     ring = md.shard(plan, split="zigzag")
     rq, rk, rv, rdo = (md.dispatch(x, ring) for x in (q, k, v, do))
     row["ring step (own time)"] = _ms(lambda: _fwd_bwd(lambda a, b, c: md.ring_attention(a, b, c, ring), rq, rk, rv,
@@ -128,6 +161,7 @@ def main():
     p.add_argument("--n", type=int, default=131072)
     p.add_argument("--workloads", nargs="+", default=["causal", "doc_causal", "shared_question", "sink_swa"])
     p.add_argument("--split", default="work")
+    p.add_argument("--trace", action="store_true", help="print each rank's profile of three packed steps")
     args = p.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -135,7 +169,7 @@ def main():
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", device_id=device)
     for name in args.workloads:
-        profile(name, args.n, args.split, device)
+        profile(name, args.n, args.split, device, args.trace)
     dist.destroy_process_group()
 
 
