@@ -160,7 +160,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=131072)
     p.add_argument("--workloads", nargs="+", default=["causal", "doc_causal", "shared_question", "sink_swa"])
-    p.add_argument("--split", default="work")
+    p.add_argument("--split", default="work", type=lambda x: x if x in md.SPLITS else [int(c) for c in x.split(",")],
+                   help="work, even, zigzag or comma-separated unit boundaries (units of lcm(tile) tokens)")
     p.add_argument("--trace", action="store_true", help="print each rank's profile of three packed steps")
     args = p.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
