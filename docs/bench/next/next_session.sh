@@ -1,34 +1,25 @@
-# The next GPU session's second call (performance.md, 2026-11-28 (i)), right after the first has copied FA4's first part
+# The next GPU session's second call (performance.md, 2026-11-28 (j)), right after the first has copied FA4's first part
 # (`mkdir -p /tmp/fa4 && cp .peers/a/* /tmp/fa4/`, .peers/a carried); this one carries .peers/b and .whl (the
 # meson-python and pyproject-metadata wheels):
 #   bash docs/bench/next/next_session.sh
-# First, branch `bwd-runs-intervals` (7e990d0): the 80-row steps on interval plans too (causal, sliding windows,
-# documents, shared_question: a step is partial where one of its blocks is). Compiles with no C7512 and no spill at
-# fp16 and bf16; never run on a GPU. On a checkout of the branch, with .whl/basetree = main's package (`git archive
-# main meson.build pyproject.toml setup.cfg python maskprep gpu README.md | tar -x -C .whl/basetree`), one call:
-#   source scripts/gpu_install.sh || exit 1
-#   python3 -m pip install --no-build-isolation --no-deps --no-index -q --target /tmp/base_site .whl/basetree
-#   python3 -m pytest -q -x tests/gpu/test_backward.py -k "runs_of_query_blocks or atomic_dq"
-#   (cd scripts && python3 kernel_ab.py ../.whl/basetree/gpu --site ../.whl/basetree/gpu /tmp/base_site --backward
-#       --rounds 2 --only "bwd causal 16k D=128,bwd swa,bwd doc_causal 16k D=128,bwd shared_question")
-# FA3 and FA4 keep 64 rows for causal at D = 128 (their measurement, on their kernels): if causal loses, choose on the
-# host (e.g. by the plan's share of FULL tiles) rather than drop the rest. Then sanitizers on "80-row runs" and the
-# whole backward suite before merging.
-# The bench in turns at D = 128, 16k, on the workloads whose leads README still gives from the one-after-another
-# timer (shared_question, bigbird, graph_rcm, lf_dilated; doc_causal was re-measured in (i)), with the backward.
+# It times the workloads whose leads README still gives from the one-after-another timer (shared_question, bigbird,
+# graph_rcm, lf_dilated) in turns at D = 128, 16k, with the backward (the backward's 80-row steps now run on interval
+# plans too, (j)).
+# Multi-GPU, where `status` lends the kinds (commands in docs/bench/h200_session_1128j/call3.sh and call6.sh):
+# - nvidia-h200-x8: issue 19's 8-GPU rows (`torchrun --nproc-per-node 8 -m maskattn -- bench --distributed --n 131072
+#   524288 --workloads causal doc_causal shared_question`, the 8-rank tests with MASKATTN_TEST_RANKS=8) have never run.
+# - Issue 17's last miss, sink_swa on 2 ranks (1.63-1.65x one GPU, target 1.7x): rank 1 copies its own K/V into the
+#   packed buffer and autograd copies its own dK/dV views (6.66 against 6.14 ms for rank 0). Either balance those
+#   copies in the split (~25 units of 128 tokens; a 4-unit move changed nothing) or let the kernels read keys from two
+#   tensors (own and fetched), which removes them for every mask.
+# - Causal on 4 ranks trails the zigzag ring (0.90x at 128K, 0.98x at 512K): `scripts/cp_profile.py` on 4 ranks says
+#   which rank is late.
 # Leads ((i)): our backward at the 80-row steps is 1.063x FA4's on dense D = 128 (1.024x FA4's at 64 rows): the rest of
-# the gap is (d)'s tensor-pipe occupancy (64% against 76%). Causal D = 128 and every masked plan keep 64-row steps:
-# runs of FULL blocks inside a plan with partial tiles could take 80 if the smem allowed the bit stages (it does not at
-# two stages of 80-row Q and dO). LSE loaded ahead at 80 rows (NQ = 10): `variants/lse_ahead_runs.diff` compiles with
-# no C7512 (wgmma serialised for want of registers) and no spill at bf16, untimed. To time it (kernels only, same host
-# code): `rm -rf .whl/basetree .whl/v && mkdir -p .whl/basetree .whl/v/lse && git archive HEAD gpu | tar -x -C
-# .whl/basetree && git archive HEAD gpu | tar -x -C .whl/v/lse && patch -d .whl/v/lse -p1 <
-# docs/bench/next/variants/lse_ahead_runs.diff`, then on the GPU `(cd scripts && python3 kernel_ab.py
-# ../.whl/basetree/gpu ../.whl/v/lse/gpu --control --rounds 3 --backward --only "bwd full 16k D=128")`. Dropped, do not retry: one-test interval masks
-# ((h)); the fence before the P V wait at 192 rows or every D, no ping-pong turns at 192 rows, the backward's dO wait
-# after S^T ((g)); two copies of the forward's key loop, the softmax's reductions in four chains ((f)); dS^T by stmatrix
-# at 64 rows ((e)); masks after the exponentials, the forward's K release after the softmax, sleeping producer waits
-# ((d)).
+# the gap is (d)'s tensor-pipe occupancy (64% against 76%). Dropped, do not retry: the LSE loaded ahead at 80-row steps
+# (NQ = 10) spills once interval plans take the steps ((j)); one-test interval masks ((h)); the fence before the P V
+# wait at 192 rows or every D, no ping-pong turns at 192 rows, the backward's dO wait after S^T ((g)); two copies of the
+# forward's key loop, the softmax's reductions in four chains ((f)); dS^T by stmatrix at 64 rows ((e)); masks after the
+# exponentials, the forward's K release after the softmax, sleeping producer waits ((d)).
 set -uo pipefail
 source .peers/b/install.sh || exit 1
 source scripts/gpu_install.sh || exit 1
