@@ -5,7 +5,8 @@ against one rank and against the ring baseline, per workload.
     torchrun --nproc-per-node 2 -m maskattn bench --distributed --n 2048 --heads 2   # CPUs: gloo, float32
 
 For each workload (default doc_causal, causal, sink_swa, shared_question, graph_rcm) it times one forward+backward
-step, and the forward alone (with its TFLOP/s per GPU over the mask's true elements), of the attention alone (torch autograd, the slowest rank's time from a common barrier, median of repetitions):
+step, and the forward alone (with its TFLOP/s per GPU over the mask's true elements), of the attention alone (torch
+autograd, the slowest rank's time from a common barrier, median of repetitions):
 ``maskattn.torch.attention`` on rank 0 alone over the whole sequence, ``maskattn.distributed.attention`` on every rank
 with the work split, and ``ring_attention`` with a zigzag split; counts the bytes each rank hands the collectives
 (``maskattn.distributed.traffic``) against the bytes of its K/V blocks that other ranks' rows reference (forward) and of

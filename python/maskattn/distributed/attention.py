@@ -6,7 +6,8 @@ plans of a :class:`~maskattn.distributed.plan.ShardedPlan`:
   their own. With ``overlap`` the exchange runs while the rank computes its rows against its own keys (NCCL's
   stream beside the compute stream on GPUs; gloo's thread on CPUs), then the fetched blocks' part follows and the
   two merge by their log-sum-exp; the backward computes the fetched blocks' gradients first and returns them while
-  it computes its own. Without, one call runs over the packed buffer of fetched and own blocks.
+  it computes its own. Without (the default), one call runs over the packed buffer of fetched and own blocks, and
+  the fetched blocks' dK/dV go back after it.
 - :class:`RingAttention`: the baseline. K/V of every rank pass round the ring; each step runs the rank's rows
   against one rank's keys (skipped where the plan lists no tile); in backward the dK/dV accumulators travel with
   them (float32 on GPUs, as ring-flash-attention keeps them) and arrive home after the last step.
@@ -73,8 +74,8 @@ def _add_returned(dk, dv, returned, index, once):
 
 def _packed_keys(k, v, recv, sharded):
     """K and V (B, Hk, held tokens, D) of every key the rank holds, ascending: its own k, v where it fetched nothing;
-    one copy of its own and the fetched keys where these lie before and after its own (:meth:`ShardedPlan.fetched_before`); else
-    a gather from the arrival buffer and its own keys."""
+    one copy of its own and the fetched keys where these lie before and after its own
+    (:meth:`ShardedPlan.fetched_before`); else a gather from the arrival buffer and its own keys."""
     if recv.shape[0] == 0:
         return k, v
     first = sharded.fetched_before()
@@ -130,13 +131,14 @@ class AllToAllAttention(torch.autograd.Function):
             out, lse = partial_attention(q, k, v, sharded.local_plan(), scale)
             wait(work)
             remote_plan, order = sharded.remote_plan(), plan_index(sharded, "remote", k.device)
-            held_k, held_v = kv_views(recv if order is None else recv.index_select(0, order))  # the fetched keys
+            # held_k, held_v: the keys the second plan indexes (here the fetched ones; packed: every key held)
+            held_k, held_v = kv_views(recv if order is None else recv.index_select(0, order))
             if remote_plan.nnz:
                 out, lse = merge(out, lse, *partial_attention(q, held_k, held_v, remote_plan, scale))
                 out = out.to(q.dtype)
         else:
             wait(work)
-            held_k, held_v = _packed_keys(k, v, recv, sharded)  # every key the rank holds
+            held_k, held_v = _packed_keys(k, v, recv, sharded)
             out, lse = partial_attention(q, held_k, held_v, sharded.packed_plan(), scale)
         ctx.save_for_backward(q, k, v, held_k, held_v, out, lse)
         ctx.sharded, ctx.scale, ctx.overlap, ctx.moves = sharded, scale, overlap, moves
