@@ -5,9 +5,10 @@
 // Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
 // dO, K and V (tma.cuh) at the end: common.cuh's plan_cta gives the CTA its head group b * kv_heads + kv_head and
 // its key block's rank in n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows
-// a step (STEP_ROWS: 128 at D <= 64, else 64; at D = 128 without partial tiles, node order or fixed point 80, over
-// runs of consecutive query blocks, with dQ computed transposed: RUNS), and reads bwd_preprocess_kernel's LSE (log2
-// units), delta and (FIXED) dQ exponents. Three warpgroups (384 threads), FlashAttention-3's backward with the products transposed:
+// a step (STEP_ROWS: 128 at D <= 64, else 64; at D = 128 without bit tiles, node order or fixed point 80, over runs
+// of consecutive query blocks, with dQ computed transposed: RUNS), and reads bwd_preprocess_kernel's LSE (log2
+// units), delta and (FIXED) dQ exponents. Three warpgroups (384 threads), FlashAttention-3's backward with the
+// products transposed:
 // - warpgroup 0 produces K and V (once) and, per step, Q, dO and the row values (two stages) in 128-byte-swizzled
 //   shared memory, a partial bit tile's BM rows (up to D = 128), and the step's description (rows, dQ chunk, mask
 //   group, payload; a negative row ends the walk).

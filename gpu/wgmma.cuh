@@ -455,7 +455,8 @@ __device__ __forceinline__ void store_packed_transposed_sw128(unsigned tile, con
   // loop (the one-pass backward's 80-row steps spilled it)
   unsigned lane;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
-  const int i = lane / 8;  // the matrix whose row this lane addresses: a[kk][i] (rows top + 8 (i % 2), cols + 8 (i / 2))
+  // the matrix whose row this lane addresses: a[kk][i] (rows top + 8 (i % 2), columns + 8 (i / 2))
+  const int i = lane / 8;
   const int chunk = top / 8 + i % 2;
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {

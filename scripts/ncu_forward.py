@@ -2,7 +2,8 @@
 side:
 
     ncu --clock-control none --profile-from-start off --set full -o REPORT \
-        python3 scripts/ncu_forward.py {ours|ours_192|ours_bwd|fa4_128|fa4_default|fa4_window|fa4_bwd|fa4_bwd_causal_tile} D N H [WORKLOAD]
+        python3 scripts/ncu_forward.py SIDE D N H [WORKLOAD]
+        (SIDE: ours, ours_192, ours_bwd, fa4_128, fa4_default, fa4_window, fa4_bwd or fa4_bwd_causal_tile)
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > REPORT.sass.csv   # per-instruction samples
     python3 scripts/ncu_forward.py {time|time_bwd|turns|turns_bwd|clocks|clocks_bwd} D N H [WORKLOAD ...]
 
@@ -16,15 +17,14 @@ own choice (192 x 128 at D <= 96), when ``flash_attn.cute`` is importable
 WORKLOADS.md's swa (each query sees itself and the 1023 keys before it), the peer of our ``swa``; ``fa4_bwd``
 (full and causal): FlashAttention-4's ``_flash_attn_bwd`` at its own tile choice, the peer of ``ours_bwd``;
 ``fa4_bwd_causal_tile`` (full): the same at the tile it takes for causal masks (at D = 128: 64 query rows a step
-where its own choice is 80). ``time``
-(``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards) that apply, in one process, one after the
-other; ``turns`` (``turns_bwd``): the same kernels' samples taken in turns (scripts/gpu_timing.py's
-``medians_in_turns``: 30 samples each, a sample the mean of a burst of 5 calls, no L2 flush), so that the clock,
-which falls as the card nears its power limit, moves under all of them alike (``time``'s reading of the kernel
-that runs first, or after an idle spell, can be the faster for its clock, not its schedule). ``clocks``
-(``clocks_bwd``): the same kernels each run back to back for a few seconds while ``nvidia-smi`` samples the SM clock
-and the power draw every 50 ms: medians of the samples under each, and the time per call at those clocks (does a
-kernel lose time to a lower clock, not to its schedule?). bf16, B = 1, H heads of D over N tokens.
+where its own choice is 80). ``time`` (``time_bwd``): triton's ``do_bench`` medians of the forwards (backwards)
+that apply, in one process, one after the other; ``turns`` (``turns_bwd``): the same kernels' samples taken in
+turns (scripts/gpu_timing.py's ``medians_in_turns``: 30 samples each, a sample the mean of a burst of 5 calls, no L2
+flush), so that the clock, which falls as the card nears its power limit, moves under all of them alike (``time``'s
+reading of the kernel that runs first, or after an idle spell, can be the faster for its clock, not its schedule).
+``clocks`` (``clocks_bwd``): the same kernels each run back to back for a few seconds while ``nvidia-smi`` samples
+the SM clock and the power draw every 50 ms: medians of the samples under each, and the time per call at those
+clocks (does a kernel lose time to a lower clock, not to its schedule?). bf16, B = 1, H heads of D over N tokens.
 """
 
 import inspect

@@ -275,7 +275,7 @@ class ShardedPlan:
         for d in range(self.world_size):
             self.send_tokens[:, d] = np.bincount(self.key_owner[remote[d]], weights=sizes[remote[d]],
                                                  minlength=self.world_size).astype(np.int64)
-        self._plans = {}  # restricted plans and the layout answers made from them, per rank
+        self._plans = {}  # _cached: restricted plans and the layout answers made from them, per rank
 
     # tokens -------------------------------------------------------------------------------------------------
 
@@ -329,24 +329,27 @@ class ShardedPlan:
         buffer's rest (a rank owning one range of a contiguous split: what its rows reference below it arrives
         first), ``f``; else None (:meth:`packed_index` gathers)."""
         r = self.rank if r is None else r
-        if ("fetched_before", r) in self._plans:
-            return self._plans[("fetched_before", r)]
-        index = self.packed_index(r)
-        own = self.positions(r).size
-        fetched = index.size - own
-        arrived = _block_positions(self.arrival_blocks(r), self.plan.tile[1], self.n)
-        first = int(np.count_nonzero(arrived < (self.ranges[r][0][0] if self.ranges[r] else 0)))
-        layout = np.concatenate([np.arange(first), fetched + np.arange(own), first + np.arange(fetched - first)])
-        found = self._plans[("fetched_before", r)] = first if np.array_equal(index, layout) else None
-        return found
+
+        def find():
+            index = self.packed_index(r)
+            own = self.positions(r).size
+            fetched = index.size - own
+            arrived = _block_positions(self.arrival_blocks(r), self.plan.tile[1], self.n)
+            first = int(np.count_nonzero(arrived < (self.ranges[r][0][0] if self.ranges[r] else 0)))
+            layout = np.concatenate([np.arange(first), fetched + np.arange(own), first + np.arange(fetched - first)])
+            return first if np.array_equal(index, layout) else None
+
+        return self._cached(("fetched_before", r), find)
 
     def sends_once(self, r: int | None = None) -> bool:
         """Whether no key of rank r goes to two ranks (then the gradients coming back add to distinct rows)."""
         r = self.rank if r is None else r
-        if ("sends_once", r) not in self._plans:
+
+        def once():
             index = self.send_index(r)
-            self._plans[("sends_once", r)] = np.unique(index).size == index.size
-        return self._plans[("sends_once", r)]
+            return np.unique(index).size == index.size
+
+        return self._cached(("sends_once", r), once)
 
     def send_index(self, r: int | None = None) -> np.ndarray:
         """int64: rank r's local key positions to send, destination by destination (ascending ranks), each
@@ -363,29 +366,32 @@ class ShardedPlan:
 
     # plans ------------------------------------------------------------------------------------------------------
 
+    def _cached(self, key, make):
+        """``make()``, made once per key (the restricted plans and the answers about them; every step asks)."""
+        if key not in self._plans:
+            self._plans[key] = make()
+        return self._plans[key]
+
     def _restricted(self, name, r, key_blocks):
+        """Rank r's rows against ``key_blocks(r)``, restricted once."""
         r = self.rank if r is None else r
-        plan = self._plans.get((name, r))
-        if plan is None:
-            plan = self._plans[(name, r)] = restrict(self.plan, self.row_blocks(r), key_blocks)
-        return plan
+        return self._cached((name, r), lambda: restrict(self.plan, self.row_blocks(r), key_blocks(r)))
 
     def local_plan(self, r: int | None = None) -> BlockMask:
         """Rank r's rows against the keys it owns, in its local order."""
-        return self._restricted("local", r, self.owned_blocks(r))
+        return self._restricted("local", r, self.owned_blocks)
 
     def remote_plan(self, r: int | None = None) -> BlockMask:
         """Rank r's rows against the key blocks it fetches, ascending (:meth:`remote_blocks`)."""
-        return self._restricted("remote", r, self.remote_blocks(r))
+        return self._restricted("remote", r, self.remote_blocks)
 
     def packed_plan(self, r: int | None = None) -> BlockMask:
         """Rank r's rows against every key block it holds, its own and fetched ones, ascending."""
-        r = self.rank if r is None else r
-        return self._restricted("packed", r, np.union1d(self.remote_blocks(r), self.owned_blocks(r)))
+        return self._restricted("packed", r, lambda r: np.union1d(self.remote_blocks(r), self.owned_blocks(r)))
 
     def source_plan(self, source: int, r: int | None = None) -> BlockMask:
         """Rank r's rows against every key rank ``source`` owns, in its local order (a ring step)."""
-        return self._restricted(("source", source), r, self.owned_blocks(source))
+        return self._restricted(("source", source), r, lambda r: self.owned_blocks(source))
 
     # accounting -------------------------------------------------------------------------------------------------
 
