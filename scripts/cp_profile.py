@@ -11,7 +11,8 @@ Per workload (B = 1, H = 16, D = 128, bf16), every rank prints, from medians ove
   from a common barrier (not the slowest rank's);
 and rank 0 the one-GPU step over the whole plan, with the split's modelled work per rank beside the measured times;
 "enqueued": the host's time until the step returned, before the GPU finished. ``--trace``: torch's profile of three
-packed steps per rank, the operators by device time.
+packed steps per rank, the operators by device time, then the GPU's timeline of one more step (every kernel, copy
+and memset from a common barrier, and the idle gaps between them).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def _ms(fn, barrier=False, label=None):
 
 
 def _trace(fn, rows=14):
-    """The GPU's and the host's time of three calls of fn by torch's profiler: the top operators by device time."""
+    """The GPU's and the host's time of three calls of fn by torch's profiler: the top operators by device time; then
+    the GPU's timeline of one call started from a barrier (:func:`_timeline`)."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -66,7 +68,39 @@ def _trace(fn, rows=14):
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60)
+    table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60)
+    dist.barrier()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        dist.barrier()
+        torch.cuda.synchronize()
+        with torch.profiler.record_function("step"):
+            fn()
+        torch.cuda.synchronize()
+    return table + "\n\n" + _timeline(prof)
+
+
+def _timeline(prof):
+    """One line per GPU activity of the profiled step, in start order: start and end in ms from the step's start on
+    the host, the idle gap before it on the GPU, its stream and name."""
+    import json
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name))["traceEvents"]
+    step = next(e for e in events
+                if e.get("name") == "step" and e.get("ph") == "X" and e.get("cat") != "gpu_user_annotation")
+    t0 = step["ts"]
+    gpu = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and e["ts"] >= t0), key=lambda e: e["ts"])
+    lines, busy_until = [f"host step {step['dur'] / 1e3:.3f} ms; start, end, gap before (ms), stream, GPU activity"], None
+    for e in gpu:
+        start, end = (e["ts"] - t0) / 1e3, (e["ts"] + e["dur"] - t0) / 1e3
+        gap = "" if busy_until is None else f"{max(0.0, start - busy_until):.3f}"
+        busy_until = end if busy_until is None else max(busy_until, end)
+        lines.append(f"{start:8.3f} {end:8.3f} {gap:>6} s{e.get('args', {}).get('stream', '?')} {e['name'][:90]}")
+    return "\n".join(lines)
 
 
 def _fwd_bwd(attend, q, k, v, do):
