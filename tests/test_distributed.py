@@ -344,6 +344,28 @@ def test_packed_keys_are_one_concatenation_on_contiguous_splits():
     assert any(sharded.fetched_before() is None for sharded in zigzag)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("D", [3, 8, 64])
+def test_copy_words_copies_strided_slices(dtype, D):
+    """The packed path's copies through 8-byte words: into and out of strided slices and token-major views, and
+    element by element where a layout does not allow words (D = 3 of bf16, an odd offset)."""
+    from maskattn.distributed.exchange import copy_words, kv_views, token_major
+
+    gen = torch.Generator().manual_seed(D)
+    src = torch.randn(2, 3, 11, D, generator=gen).to(dtype)
+    held = torch.zeros(2, 3, 20, D, dtype=dtype)
+    for lo in (0, 1, 4, 9):
+        target = held[:, :, lo:lo + 11]
+        assert copy_words(target, src) is target
+        assert torch.equal(target, src)
+        back = copy_words(torch.empty_like(src), held[:, :, lo:lo + 11])
+        assert back.is_contiguous() and torch.equal(back, src)
+    rows = token_major(src, 2 * src)
+    assert torch.equal(rows, torch.stack((src.permute(2, 0, 1, 3), 2 * src.permute(2, 0, 1, 3)), dim=1))
+    k, v = kv_views(rows)
+    assert torch.equal(k, src) and torch.equal(v, 2 * src)
+
+
 def test_shard_checks_its_arguments():
     with pytest.raises(ValueError, match="n_q"):
         md.shard(masks.causal(64, 128), world_size=2, rank=0)

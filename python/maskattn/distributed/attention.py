@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from .. import api
-from .exchange import all_to_all, kv_views, plan_index, ring_shift, token_major, wait
+from .exchange import all_to_all, copy_words, kv_views, plan_index, ring_shift, token_major, wait
 
 
 def _lse_dtype(q: torch.Tensor) -> torch.dtype:
@@ -85,16 +85,18 @@ def _packed_keys(k, v, recv, sharded):
     for own, fetched in zip((k, v), kv_views(recv)):
         # copies into slices (torch's cat of these strided pieces ran at a third of the speed: issue 17, (j))
         x = own.new_empty((*own.shape[:2], own.shape[2] + fetched.shape[2], own.shape[3]))
-        x[:, :, :first] = fetched[:, :, :first]
-        x[:, :, first:first + own.shape[2]] = own
-        x[:, :, first + own.shape[2]:] = fetched[:, :, first:]
+        copy_words(x[:, :, :first], fetched[:, :, :first])
+        copy_words(x[:, :, first:first + own.shape[2]], own)
+        copy_words(x[:, :, first + own.shape[2]:], fetched[:, :, first:])
         held.append(x)
     return tuple(held)
 
 
-def _split_packed(dk, dv, sharded, own):
+def _split_packed(dk, dv, sharded, k, v):
     """(the fetched keys' dK/dV token-major in arrival order, the own keys' dK, dV) from gradients over the packed
-    keys (:func:`_packed_keys`)."""
+    keys (:func:`_packed_keys`). The own ones come in k's and v's layouts, as autograd hands them to leaves: this copy
+    of the strided slices is faster than autograd's (:func:`~.exchange.copy_words`)."""
+    own = k.shape[2]
     if dk.shape[2] == own:
         return token_major(dk[:, :, :0], dv[:, :, :0]), dk, dv
     first = sharded.fetched_before()
@@ -102,9 +104,11 @@ def _split_packed(dk, dv, sharded, own):
         held = _unpermute(token_major(dk, dv), plan_index(sharded, "packed", dk.device))
         fetched = held.shape[0] - own
         return held[:fetched], *(x.contiguous() for x in kv_views(held[fetched:]))
-    rest = slice(first + own, None)
-    back = torch.cat((token_major(dk[:, :, :first], dv[:, :, :first]), token_major(dk[:, :, rest], dv[:, :, rest])))
-    return back, dk[:, :, first:first + own], dv[:, :, first:first + own]
+    back = dk.new_empty((dk.shape[2] - own, 2, *dk.shape[:2], dk.shape[3]))
+    for view, g in zip(kv_views(back), (dk, dv)):
+        copy_words(view[:, :, :first], g[:, :, :first])
+        copy_words(view[:, :, first:], g[:, :, first + own:])
+    return back, *(copy_words(torch.empty_like(x), g[:, :, first:first + own]) for x, g in ((k, dk), (v, dv)))
 
 
 def _unpermute(rows, index):
@@ -158,7 +162,7 @@ class AllToAllAttention(torch.autograd.Function):
             dq = (dq.to(_acc_dtype(q)) + dq_local.to(_acc_dtype(q))).to(q.dtype)
         else:
             dq, dk_held, dv_held = partial_grads(do, q, held_k, held_v, out, lse, sharded.packed_plan(), scale)
-            fetched_grads, dk, dv = _split_packed(dk_held, dv_held, sharded, k.shape[2])
+            fetched_grads, dk, dv = _split_packed(dk_held, dv_held, sharded, k, v)
             back, work = _return(fetched_grads, sharded, ctx.moves)
         wait(work)
         dk, dv = _add_returned(dk, dv, back, plan_index(sharded, "send", k.device), sharded.sends_once())
