@@ -651,22 +651,22 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long d
     } else {
       Mma::ss_n80(d, desc_a, desc_b, scale_d);
     }
-    return;
-  }
-  static_assert(NB == 4 || NB == 8 || NB == 10 || NB == 16, "N = 32, 64, 80 or 128");
-  static_assert(TB || !TA || NB == 10, "A transposed takes B transposed");
-  if constexpr (TA) {
-    if constexpr (NB == 4) Mma::ss_n32_tnsp(d, desc_a, desc_b, scale_d);
-    if constexpr (NB == 8) Mma::ss_n64_tnsp(d, desc_a, desc_b, scale_d);
-    if constexpr (NB == 16) Mma::ss_n128_tnsp(d, desc_a, desc_b, scale_d);
-  } else if constexpr (TB) {
-    if constexpr (NB == 4) Mma::ss_n32_tb(d, desc_a, desc_b, scale_d);
-    if constexpr (NB == 8) Mma::ss_n64_tb(d, desc_a, desc_b, scale_d);
-    if constexpr (NB == 16) Mma::ss_n128_tb(d, desc_a, desc_b, scale_d);
   } else {
-    if constexpr (NB == 4) Mma::ss_n32(d, desc_a, desc_b, scale_d);
-    if constexpr (NB == 8) Mma::ss_n64(d, desc_a, desc_b, scale_d);
-    if constexpr (NB == 16) Mma::ss_n128(d, desc_a, desc_b, scale_d);
+    static_assert(NB == 4 || NB == 8 || NB == 16, "N = 32, 64, 80 or 128");
+    static_assert(TB || !TA, "A transposed takes B transposed");
+    if constexpr (TA) {
+      if constexpr (NB == 4) Mma::ss_n32_tnsp(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 8) Mma::ss_n64_tnsp(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 16) Mma::ss_n128_tnsp(d, desc_a, desc_b, scale_d);
+    } else if constexpr (TB) {
+      if constexpr (NB == 4) Mma::ss_n32_tb(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 8) Mma::ss_n64_tb(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 16) Mma::ss_n128_tb(d, desc_a, desc_b, scale_d);
+    } else {
+      if constexpr (NB == 4) Mma::ss_n32(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 8) Mma::ss_n64(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 16) Mma::ss_n128(d, desc_a, desc_b, scale_d);
+    }
   }
 }
 
