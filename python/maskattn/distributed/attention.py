@@ -60,16 +60,19 @@ def merge(out_a, lse_a, out_b, lse_b):
 def _add_returned(dk, dv, returned, index, once):
     """dk, dv plus the partials other ranks returned for the keys at ``index``. ``once``: no key comes back twice, so
     each element takes one addition, rounded once, in place (torch's index_add_ adds half-precision values in float);
-    else a key sent to several ranks comes back from each, and the partials add up in float32 first."""
+    else a key sent to several ranks comes back from each, and the partials add up in float32 first: token by token,
+    where each index adds one contiguous row of K and V (along the head-major token axis the same sums ran 3x slower,
+    12 ms a step on causal's rank 0 of 4: issue 19, (k))."""
     if returned.shape[0] == 0:
         return dk, dv
-    back_k, back_v = kv_views(returned)
     if once:
+        back_k, back_v = kv_views(returned)
         return dk.index_add_(2, index, back_k), dv.index_add_(2, index, back_v)
-    acc = _acc_dtype(dk)
-    dk = dk.to(acc).index_add_(2, index, back_k.to(acc)).to(dk.dtype)
-    dv = dv.to(acc).index_add_(2, index, back_v.to(acc)).to(dv.dtype)
-    return dk, dv
+    acc = dk.new_empty((dk.shape[2], 2, *dk.shape[:2], dk.shape[3]), dtype=_acc_dtype(dk))
+    for view, g in zip(kv_views(acc), (dk, dv)):
+        view.copy_(g)
+    acc.index_add_(0, index, returned.to(acc.dtype))
+    return tuple(torch.empty_like(g).copy_(view) for view, g in zip(kv_views(acc), (dk, dv)))
 
 
 def _packed_keys(k, v, recv, sharded):
