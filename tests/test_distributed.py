@@ -348,7 +348,7 @@ def test_packed_keys_are_one_concatenation_on_contiguous_splits():
 @pytest.mark.parametrize("D", [3, 8, 64])
 def test_copy_words_copies_strided_slices(dtype, D):
     """The packed path's copies through 8-byte words: into and out of strided slices and token-major views, and
-    element by element where a layout does not allow words (D = 3 of bf16, an odd offset)."""
+    element by element where a layout does not allow words (D = 3 of bf16, an odd offset, on either side)."""
     from maskattn.distributed.exchange import copy_words, kv_views, token_major
 
     gen = torch.Generator().manual_seed(D)
@@ -360,6 +360,8 @@ def test_copy_words_copies_strided_slices(dtype, D):
         assert torch.equal(target, src)
         back = copy_words(torch.empty_like(src), held[:, :, lo:lo + 11])
         assert back.is_contiguous() and torch.equal(back, src)
+    odd = torch.zeros(2, 3, 11, D + 1, dtype=dtype)[..., 1:]  # one side without words: element by element
+    assert torch.equal(copy_words(odd, src), src) and torch.equal(copy_words(torch.empty_like(src), odd), src)
     rows = token_major(src, 2 * src)
     assert torch.equal(rows, torch.stack((src.permute(2, 0, 1, 3), 2 * src.permute(2, 0, 1, 3)), dim=1))
     k, v = kv_views(rows)
