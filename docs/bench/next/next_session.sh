@@ -6,10 +6,10 @@
 # Then, where `status` lends the kinds:
 # - nvidia-h200-x4: branch `cp-sliced-returns` (its docs/bench/h200_session_1128k/call8.sh): the returned partials
 #   added as slices over runs of consecutive keys instead of index_add_'s atomics (6 ms of causal rank 0's 10.4 ms of
-#   sums on 4 ranks). Merge if the 4-rank tests pass and causal's step drops. Next lead there: the forward's
-#   all-to-all is exposed (~8 ms before any rank's forward starts on causal at 4 ranks): rank 0 builds its 1.5 GiB
-#   send buffer by index_select then a token-major copy (two passes); one pass, or sending in chunks while the first
-#   chunks' tiles run, would hide part of it.
+#   sums on 4 ranks), and the rows sent copied by the same runs in one pass (rank 0's gathers took 2.5 ms before the
+#   all-to-all). Merge if the 4-rank tests pass and causal's step drops. Next lead there: the forward's all-to-all
+#   itself is exposed (4.4 ms before any rank's forward starts on causal at 4 ranks); sending in chunks while the
+#   first chunks' tiles run would hide part of it.
 # - nvidia-h200-x8: issue 19's 8-GPU rows (`torchrun --nproc-per-node 8 -m maskattn -- bench --distributed --n 131072
 #   524288 --workloads causal doc_causal shared_question`, the 8-rank tests with MASKATTN_TEST_RANKS=8) have never run.
 # - The backward suite takes ~300 s on a cold machine: give it timeout 400 (it was cut at 163 of 165 in (k)).
