@@ -29,6 +29,7 @@ import maskattn
 from maskattn import distributed as md
 from maskattn.backends import cuda as backend
 from maskattn.bench import workloads
+from maskattn.bench.distributed import _fwd_bwd
 from maskattn.distributed.attention import merge, partial_attention, partial_grads
 from maskattn.distributed.exchange import all_to_all, kv_views, plan_index, token_major, wait
 
@@ -101,11 +102,6 @@ def _timeline(prof):
         busy_until = end if busy_until is None else max(busy_until, end)
         lines.append(f"{start:8.3f} {end:8.3f} {gap:>6} s{e.get('args', {}).get('stream', '?')} {e['name'][:90]}")
     return "\n".join(lines)
-
-
-def _fwd_bwd(attend, q, k, v, do):
-    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
-    attend(*leaves).backward(do)
 
 
 def profile(name, n, split, device, trace, H=16, D=128, dtype=torch.bfloat16):

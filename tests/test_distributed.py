@@ -325,22 +325,21 @@ def test_packed_keys_are_one_concatenation_on_contiguous_splits():
     """On a contiguous split the packed keys are (fetched below, own, fetched above) in arrival order, so the packed
     path concatenates without a gather; on a zigzag split the layout is recognised only where it holds. Keys fetched
     by two ranks come back twice (the float32 addition)."""
+    def assert_ascending(sharded, first):
+        arrived = _positions(sharded.arrival_blocks(), TILE[1], N)
+        held = np.concatenate([arrived[:first], sharded.positions(), arrived[first:]])
+        assert np.array_equal(held, np.sort(held))
+
     plan = maskattn.compile_mask(_spec("causal"), TILE)
     for world in (2, 3):
         for r in range(world):
             sharded = md.shard(plan, world_size=world, rank=r)
-            first = sharded.fetched_before()
-            arrived = _positions(sharded.arrival_blocks(), TILE[1], N)
-            held = np.concatenate([arrived[:first], sharded.positions(), arrived[first:]])
-            assert np.array_equal(held, np.sort(held))
+            assert_ascending(sharded, sharded.fetched_before())
             assert sharded.sends_once() == (r > 0 or world == 2)  # at 3 ranks rank 0 sends its keys to 1 and 2
     zigzag = [md.shard(plan, world_size=3, rank=r, split="zigzag") for r in range(3)]
     for sharded in zigzag:
-        first = sharded.fetched_before()
-        if first is not None:
-            arrived = _positions(sharded.arrival_blocks(), TILE[1], N)
-            held = np.concatenate([arrived[:first], sharded.positions(), arrived[first:]])
-            assert np.array_equal(held, np.sort(held))
+        if sharded.fetched_before() is not None:
+            assert_ascending(sharded, sharded.fetched_before())
     assert any(sharded.fetched_before() is None for sharded in zigzag)
 
 

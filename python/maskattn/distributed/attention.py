@@ -68,9 +68,7 @@ def _add_returned(dk, dv, returned, index, once):
     if once:
         back_k, back_v = kv_views(returned)
         return dk.index_add_(2, index, back_k), dv.index_add_(2, index, back_v)
-    acc = dk.new_empty((dk.shape[2], 2, *dk.shape[:2], dk.shape[3]), dtype=_acc_dtype(dk))
-    for view, g in zip(kv_views(acc), (dk, dv)):
-        view.copy_(g)
+    acc = token_major(dk, dv, dtype=_acc_dtype(dk))
     acc.index_add_(0, index, returned.to(acc.dtype))
     return tuple(torch.empty_like(g).copy_(view) for view, g in zip(kv_views(acc), (dk, dv)))
 

@@ -70,11 +70,12 @@ def undispatch(x: torch.Tensor, sharded: ShardedPlan, dim: int = 2) -> torch.Ten
     return full
 
 
-def token_major(k: torch.Tensor, v: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
-    """(tokens, 2, B, Hk, D): k and v (B, Hk, n, D) at ``index`` (all tokens when None), token by token."""
+def token_major(k: torch.Tensor, v: torch.Tensor, index: torch.Tensor | None = None, dtype=None) -> torch.Tensor:
+    """(tokens, 2, B, Hk, D): k and v (B, Hk, n, D) at ``index`` (all tokens when None), token by token, in ``dtype``
+    (default k's)."""
     if index is not None:
         k, v = k.index_select(2, index), v.index_select(2, index)
-    rows = k.new_empty((k.shape[2], 2, *k.shape[:2], k.shape[3]))
+    rows = k.new_empty((k.shape[2], 2, *k.shape[:2], k.shape[3]), dtype=dtype)
     for view, x in zip(kv_views(rows), (k, v)):
         copy_words(view, x)
     return rows
