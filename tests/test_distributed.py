@@ -2,6 +2,7 @@
 (spawned once per size, every case run inside) whose float64 outputs and gradients must equal single-process
 maskattn.torch.attention for every mask family, through the all-to-all (packed and overlapped) and the ring."""
 
+import importlib
 import itertools
 import json
 import os
@@ -341,6 +342,32 @@ def test_packed_keys_are_one_concatenation_on_contiguous_splits():
         if sharded.fetched_before() is not None:
             assert_ascending(sharded, sharded.fetched_before())
     assert any(sharded.fetched_before() is None for sharded in zigzag)
+
+
+@pytest.mark.parametrize("name", ["causal", "bigbird"])
+@pytest.mark.parametrize("sliced_runs", [0, 64])
+def test_returned_partials_add_to_their_keys(name, sliced_runs, monkeypatch):
+    """Gradients returned for keys sent to several ranks add to the right keys, by slices over runs of consecutive
+    keys or by one index_add_, in float32 before one rounding to bf16."""
+    attention = importlib.import_module("maskattn.distributed.attention")  # the package's attention is the function
+    monkeypatch.setattr(attention, "SLICED_RUNS", sliced_runs)
+    plan = maskattn.compile_mask(_spec(name), TILE)
+    sharded = md.shard(plan, world_size=3, rank=0)
+    assert not sharded.sends_once()
+    index = sharded.send_index()
+    runs = sharded.send_runs()
+    assert np.array_equal(np.concatenate([np.arange(p, p + n) for _, p, n in runs]), index)
+    assert np.array_equal(runs[:, 0], np.concatenate([[0], np.cumsum(runs[:-1, 2])]))
+    gen = torch.Generator().manual_seed(1)
+    own = sharded.positions().size
+    dk, dv = (torch.randn(1, 2, own, 8, generator=gen).to(torch.bfloat16) for _ in range(2))
+    returned = torch.randn(index.size, 2, 1, 2, 8, generator=gen).to(torch.bfloat16)
+    want = torch.stack((dk, dv)).double()
+    for row, position in enumerate(index):
+        want[:, :, :, position] += returned[row].double()
+    got = attention._add_returned(dk.clone(), dv.clone(), returned, sharded)
+    assert all(g.dtype == torch.bfloat16 and g.is_contiguous() for g in got)
+    assert torch.equal(torch.stack(got), want.to(torch.float32).to(torch.bfloat16))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])

@@ -57,19 +57,31 @@ def merge(out_a, lse_a, out_b, lse_b):
     return out, lse
 
 
-def _add_returned(dk, dv, returned, index, once):
-    """dk, dv plus the partials other ranks returned for the keys at ``index``. ``once``: no key comes back twice, so
-    each element takes one addition, rounded once, in place (torch's index_add_ adds half-precision values in float);
-    else a key sent to several ranks comes back from each, and the partials add up in float32 first: token by token,
-    where each index adds one contiguous row of K and V (along the head-major token axis the same sums ran 3x slower,
-    12 ms a step on causal's rank 0 of 4: issue 19, (k))."""
+# Up to this many runs of consecutive keys, partials returned by several ranks add as slices, one addition per run;
+# beyond, by one index_add_ (its atomic additions: 6 ms a step on causal's rank 0 of 4, issue 19, (k)).
+SLICED_RUNS = 64
+
+
+def _add_returned(dk, dv, returned, sharded):
+    """dk, dv plus the partials other ranks returned for the keys they fetched (:meth:`ShardedPlan.send_index`).
+    Where no key comes back twice (:meth:`~ShardedPlan.sends_once`) each element takes one addition, rounded once,
+    in place (torch's index_add_ adds half-precision values in float). Else a key sent to several ranks comes back
+    from each, and the partials add up in float32 first, token by token: each key's K and V one contiguous row (along
+    the head-major token axis the same sums took 12 ms of causal's rank 0 of 4), by slices over runs of consecutive
+    keys (:meth:`~ShardedPlan.send_runs`) where these are few."""
     if returned.shape[0] == 0:
         return dk, dv
-    if once:
+    index = plan_index(sharded, "send", dk.device)
+    if sharded.sends_once():
         back_k, back_v = kv_views(returned)
         return dk.index_add_(2, index, back_k), dv.index_add_(2, index, back_v)
     acc = token_major(dk, dv, dtype=_acc_dtype(dk))
-    acc.index_add_(0, index, returned.to(acc.dtype))
+    runs = sharded.send_runs()
+    if len(runs) <= SLICED_RUNS:
+        for row, position, length in runs.tolist():
+            acc[position:position + length] += returned[row:row + length]
+    else:
+        acc.index_add_(0, index, returned.to(acc.dtype))
     return tuple(torch.empty_like(g).copy_(view) for view, g in zip(kv_views(acc), (dk, dv)))
 
 
@@ -166,7 +178,7 @@ class AllToAllAttention(torch.autograd.Function):
             fetched_grads, dk, dv = _split_packed(dk_held, dv_held, sharded, k, v)
             back, work = _return(fetched_grads, sharded, ctx.moves)
         wait(work)
-        dk, dv = _add_returned(dk, dv, back, plan_index(sharded, "send", k.device), sharded.sends_once())
+        dk, dv = _add_returned(dk, dv, back, sharded)
         return dq, dk, dv, None, None, None
 
 

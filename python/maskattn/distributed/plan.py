@@ -351,6 +351,18 @@ class ShardedPlan:
 
         return self._cached(("sends_once", r), once)
 
+    def send_runs(self, r: int | None = None) -> np.ndarray:
+        """int64 (runs, 3): :meth:`send_index` cut into maximal runs of consecutive positions, as (first row, first
+        position, length): where the gradients coming back add as slices."""
+        r = self.rank if r is None else r
+
+        def runs():
+            index = self.send_index(r)
+            starts = np.flatnonzero(np.diff(index, prepend=-2) != 1)
+            return np.stack([starts, index[starts], np.diff(starts, append=index.size)], axis=1).astype(np.int64)
+
+        return self._cached(("send_runs", r), runs)
+
     def send_index(self, r: int | None = None) -> np.ndarray:
         """int64: rank r's local key positions to send, destination by destination (ascending ranks), each
         destination's blocks ascending: the rows of the all-to-all's input."""
