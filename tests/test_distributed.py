@@ -346,9 +346,10 @@ def test_packed_keys_are_one_concatenation_on_contiguous_splits():
 
 @pytest.mark.parametrize("name", ["causal", "bigbird"])
 @pytest.mark.parametrize("sliced_runs", [0, 64])
-def test_returned_partials_add_to_their_keys(name, sliced_runs, monkeypatch):
+def test_sent_rows_and_returned_partials_follow_the_send_index(name, sliced_runs, monkeypatch):
     """Gradients returned for keys sent to several ranks add to the right keys, by slices over runs of consecutive
-    keys or by one index_add_, in float32 before one rounding to bf16."""
+    keys or by one index_add_, in float32 before one rounding to bf16; the rows sent are the keys at send_index,
+    copied by the same runs or gathered."""
     attention = importlib.import_module("maskattn.distributed.attention")  # the package's attention is the function
     monkeypatch.setattr(attention, "SLICED_RUNS", sliced_runs)
     plan = maskattn.compile_mask(_spec(name), TILE)
@@ -368,6 +369,9 @@ def test_returned_partials_add_to_their_keys(name, sliced_runs, monkeypatch):
     got = attention._add_returned(dk.clone(), dv.clone(), returned, sharded)
     assert all(g.dtype == torch.bfloat16 and g.is_contiguous() for g in got)
     assert torch.equal(torch.stack(got), want.to(torch.float32).to(torch.bfloat16))
+    send = attention._send_rows(dk, dv, sharded)  # the rows sent, the same ways
+    rows = torch.stack((dk.permute(2, 0, 1, 3), dv.permute(2, 0, 1, 3)), dim=1)  # (own, 2, B, Hk, D)
+    assert torch.equal(send, rows[torch.as_tensor(index)])
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])

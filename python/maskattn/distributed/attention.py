@@ -57,9 +57,23 @@ def merge(out_a, lse_a, out_b, lse_b):
     return out, lse
 
 
-# Up to this many runs of consecutive keys, partials returned by several ranks add as slices, one addition per run;
-# beyond, by one index_add_ (its atomic additions: 6 ms a step on causal's rank 0 of 4, issue 19, (k)).
+# Up to this many runs of consecutive keys (:meth:`ShardedPlan.send_runs`), the rows a rank sends are copied and the
+# partials that come back added by slices, one copy or addition per run; beyond, by one index_select / index_add_
+# (on causal's rank 0 of 4, a gather of 1.5 GiB of sends at ~1.3 TB/s, 2.5 ms, and the sums' atomic additions, 6 ms
+# a step: issue 19, (k)).
 SLICED_RUNS = 64
+
+
+def _send_rows(k, v, sharded):
+    """The token-major rows (:func:`~.exchange.token_major`) of the keys this rank sends, in send order."""
+    runs = sharded.send_runs()
+    if len(runs) > SLICED_RUNS:
+        return token_major(k, v, plan_index(sharded, "send", k.device))
+    rows = k.new_empty((int(runs[:, 2].sum()), 2, *k.shape[:2], k.shape[3]))
+    for view, x in zip(kv_views(rows), (k, v)):
+        for row, position, length in runs.tolist():
+            copy_words(view[:, :, row:row + length], x[:, :, position:position + length])
+    return rows
 
 
 def _add_returned(dk, dv, returned, sharded):
@@ -139,8 +153,7 @@ class AllToAllAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, sharded, scale, overlap):
         r = sharded.rank
-        send_index = plan_index(sharded, "send", k.device)
-        send = token_major(k, v, send_index)
+        send = _send_rows(k, v, sharded)
         moves = bool(sharded.send_tokens.any())  # the same on every rank: all call the collective, or none
         recv, work = (all_to_all(send, sharded.send_tokens[r], sharded.send_tokens[:, r], sharded.group, "kv")
                       if moves else (send[:0], None))
