@@ -306,10 +306,10 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   auto barrier = [&](int id) { return bars + 8u * id; };
   auto generic = [&](unsigned addr) { return smem + (addr - smem_raw); };
   int4* steps = reinterpret_cast<int4*>(generic(sSteps));
-  // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), then (RUNS) the step's rows,
-  // after the mbarriers
+  // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), then (RUNS) the step's rows as
+  // each consumer wrote them (the writer reads consumer 1's, with its chunk), after the mbarriers
   int* dq_slots = reinterpret_cast<int*>(generic(bars + 8 * BARRIERS));
-  static_assert(8 * BARRIERS + 12 <= 96, "the slots lie between the mbarriers and the row table");
+  static_assert(8 * BARRIERS + 16 <= 96, "the slots lie between the mbarriers and the row table");
   // where consumer c's dQ chunk of step chunk y (the step's here.y) lands in dq_accum (DqChunk order; RUNS: the
   // step's first row, both consumers' halves, y its accumulator row / 16, DqRows order)
   auto accum_chunk = [&](long long y, int c) {
@@ -512,7 +512,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           if (chunk < 0) {
             end = true;
           } else if (!R || c == 1) {
-            bulk_reduce_add(accum_chunk(chunk, c), sdQ + (R ? 0 : c * DQB), R ? dq_slots[2] * D * 4 : DQB);
+            bulk_reduce_add(accum_chunk(chunk, c), sdQ + (R ? 0 : c * DQB), R ? dq_slots[3] * D * 4 : DQB);
             bulk_commit();
           }
         }
@@ -795,7 +795,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
       if constexpr (WRITER) {
         if (ctid == 0) {
           dq_slots[consumer] = here.y;
-          if (R && consumer == 1) dq_slots[2] = rows;  // the step's rows, read with consumer 1's chunk
+          if (R) dq_slots[2 + consumer] = rows;  // both write, unpredicated: consumer 1 only read 1.012x (l)
         }
         mbarrier_arrive(barrier(DQ_FULL + consumer));
       } else {
