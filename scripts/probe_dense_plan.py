@@ -1,10 +1,10 @@
 """Where the GPU plan of a dense mask spends its time (issue 16): the whole ``plans.dense_plan`` beside its launches
 alone (the two memsets, ``dense_plan_classify``, ``dense_plan_fill``), a plain read of the mask at memory speed,
-and variants of the classify kernel with fewer threads a CTA and more loads each (so more CTAs, and more bytes in
-flight, fit on an SM). 16k x 16k sliding-window mask (one group), 128 x 128 tiles; CuPy events, in turns
-(scripts/gpu_timing.py's medians_in_turns: bursts of 5, medians of 20).
+and variants of the classify kernel: adjacent tiles a CTA (PLAN_SPAN), loads in flight a thread, CTAs an SM; with
+--base, a former dense_plan.cu's classify beside them. 16k x 16k sliding-window mask (one group), 128 x 128 tiles;
+CuPy events, in turns (scripts/gpu_timing.py's medians_in_turns: bursts of 5, medians of 20).
 
-    python3 scripts/probe_dense_plan.py [--n 16384] [--window 1024]
+    python3 scripts/probe_dense_plan.py [--n 16384] [--window 1024] [--base OLD_DENSE_PLAN_CU]
 """
 import argparse
 
@@ -27,10 +27,18 @@ extern "C" __global__ void read_all(const uint4* __restrict__ p, long long n, un
 """
 
 
+def _replaced(text, edits):
+    for old, new in edits.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=16384)
     parser.add_argument("--window", type=int, default=1024)
+    parser.add_argument("--base", help="a former gpu/dense_plan.cu to time beside (its classify, one tile a CTA)")
     args = parser.parse_args()
     n, tile = args.n, (128, 128)
     i = cp.arange(n)
@@ -57,14 +65,21 @@ def main():
                                       "n_order", "m_levels", "n_levels"))
     fns["fill"] = lambda: launch.fill(stream, *fill_args)
     source = kernel_source("dense_plan.cu")
-    tiles = m * nb
-    for threads, loads in ((128, 8), (64, 16)):
-        variant = source.replace("constexpr int PLAN_THREADS = 256;", f"constexpr int PLAN_THREADS = {threads};")
-        variant = variant.replace("constexpr int PLAN_LOADS = 4;", f"constexpr int PLAN_LOADS = {loads};")
-        assert variant != source
-        kernel = cp.RawModule(code=variant, options=("-std=c++17",)).get_function("dense_plan_classify")
+    bounds = "__launch_bounds__(PLAN_THREADS)\n    dense_plan_classify"
+    variants = {f"classify span {span}, {loads} loads{', 4 CTAs an SM' if min4 else ''}": {
+        "constexpr int PLAN_SPAN = 4;": f"constexpr int PLAN_SPAN = {span};",
+        "constexpr int PLAN_LOADS = 4;": f"constexpr int PLAN_LOADS = {loads};",
+        bounds: bounds.replace("(PLAN_THREADS)", "(PLAN_THREADS, 4)") if min4 else bounds}
+        for span, loads, min4 in ((2, 4, False), (8, 4, False), (4, 8, False), (4, 4, True), (8, 4, True))}
+    sources = {label: _replaced(source, edits) for label, edits in variants.items()}
+    if args.base:  # a former dense_plan.cu, one tile a CTA
+        sources["classify, base source"] = open(args.base).read()
+    for label, text in sources.items():
+        span = int(text.split("constexpr int PLAN_SPAN = ")[1].split(";")[0]) if "PLAN_SPAN =" in text else 1
+        kernel = cp.RawModule(code=text, options=("-std=c++17",)).get_function("dense_plan_classify")
         cargs = (np.uint64(mask.data.ptr), *(np.uint64(p) for p in classify_out), *shape_args)
-        fns[f"classify {threads}x{loads}"] = (lambda k=kernel, t=threads, a=cargs: k((tiles,), (t,), a))
+        grid = (m * -(-nb // span),)
+        fns[label] = (lambda k=kernel, g=grid, a=cargs: k(g, (256,), a))
     read = cp.RawKernel(READ, "read_all")
     sink = cp.zeros(1, cp.uint32)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]

@@ -119,6 +119,7 @@ _DENSE_ARRAYS = ("row_ptr", "col_idx", "kind", "payload_idx", "col_ptr", "row_id
                  "m_order", "n_order", "m_levels", "n_levels", "tile_kind", "row_len", "col_len", "group_len",
                  "bit_pool")
 _PLAN_THREADS = 256  # PLAN_THREADS in dense_plan.cu
+_PLAN_SPAN = 4  # PLAN_SPAN there: the adjacent tiles of a query block one classifying CTA takes
 
 
 @functools.lru_cache(maxsize=256)
@@ -241,7 +242,7 @@ class _DenseLaunch:
         self.layout, self.nbytes = dense_layout(groups, n_q, n_k, tile)
         classify, fill = _plan_kernels(device_id)
         i32, i64 = np.int32, np.int64
-        self.classify = Launcher(classify, (groups * m * n, 1, 1), (_PLAN_THREADS, 1, 1), 0, 6, (
+        self.classify = Launcher(classify, (groups * m * -(-n // _PLAN_SPAN), 1, 1), (_PLAN_THREADS, 1, 1), 0, 6, (
             *(i64(s) for s in strides), i32(mask_heads), i32(n_q), i32(n_k), i32(tile_m), i32(tile_n), i32(m), i32(n)))
         warps = groups * (m + n)
         self.fill = Launcher(fill, (-(-warps * 32 // _PLAN_THREADS), 1, 1), (_PLAN_THREADS, 1, 1), 0, 16,
