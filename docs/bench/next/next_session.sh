@@ -8,6 +8,11 @@
 #   the float32 sums by slices (causal's rank 0 of 4 spent 6 ms in index_add_'s atomics in (k)) were never timed.
 # - nvidia-h200-x8: issue 19's 8-GPU rows (`torchrun --nproc-per-node 8 -m maskattn -- bench --distributed --n 131072
 #   524288 --workloads causal doc_causal shared_question`, the 8-rank tests with MASKATTN_TEST_RANKS=8).
+# Lead for the overlapped path ((j) dropped it as the default: a rank that joins the gradients' return early runs
+# its own kernels beside NCCL's waiting kernel, +18% on causal): NCCL's CTAs can be capped (NCCL_MAX_CTAS, NCCL >=
+# 2.17; NCCL_CTA_POLICY efficiency / zero-CTA in newer NCCL), so the last lines below time both paths' steps again with
+# NCCL on at most 4 CTAs; if the overlapped step then beats the packed one, document the setting, and weigh it at 4
+# ranks (where the forward's all-to-all is exposed: 8 ms a step of causal's 122 at 128K, (k)).
 # Leads ((l)): D = 96 and D = 192 trail FA4 / Flex FLASH by 12-13% dense (FA4: 192 x 144 tiles at 96, 128 x 112 at
 # 192; ours 128 x 128 and 128 x 64); the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms
 # beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
@@ -21,3 +26,9 @@ timeout 250 torchrun --nproc-per-node 2 -m maskattn -- bench --distributed --out
 echo "2-rank bench rc $? $(date +%T)"; rm -f $OUT/cp2/*.png; grep "ranks=" $OUT/cp2.log | cut -c1-330
 timeout 120 torchrun --nproc-per-node 2 scripts/cp_profile.py --workloads causal --trace > $OUT/cp_profile2.log 2>&1
 echo "profile rc $? $(date +%T)"; grep -A16 "^host step" $OUT/cp_profile2.log | cut -c1-130
+python3 -c "import torch; print('NCCL', torch.cuda.nccl.version())"
+for ctas in 4 2; do
+  NCCL_MAX_CTAS=$ctas timeout 120 torchrun --nproc-per-node 2 scripts/cp_profile.py --workloads causal \
+      > $OUT/cp_profile_ctas$ctas.log 2>&1
+  echo "NCCL_MAX_CTAS=$ctas profile rc $? $(date +%T)"; grep "^| [01] \|^| rank" $OUT/cp_profile_ctas$ctas.log
+done
