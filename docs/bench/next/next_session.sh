@@ -13,6 +13,9 @@
 # 2.17; NCCL_CTA_POLICY efficiency / zero-CTA in newer NCCL), so the last lines below time both paths' steps again with
 # NCCL on at most 4 CTAs; if the overlapped step then beats the packed one, document the setting, and weigh it at 4
 # ranks (where the forward's all-to-all is exposed: 8 ms a step of causal's 122 at 128K, (k)).
+# Prepared ((l), host-checked only): branch `fwd-rescale-vote`, the forward at D >= 192 with the wait for P V behind a
+# warpgroup-uniform vote (bar.red.or) on O's rescale, legal where 2026-11-27's per-warp vote (6-10% faster at D = 192
+# and 256) was not; its one-call script is docs/bench/next/fwd_rescale_vote.sh on the branch (nvidia-h200).
 # Leads ((l)): D = 96 and D = 192 trail FA4 / Flex FLASH by 12-13% dense (FA4: 192 x 144 tiles at 96, 128 x 112 at
 # 192; ours 128 x 128 and 128 x 64); the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms
 # beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
