@@ -14,6 +14,7 @@ import numpy as np
 from gpu_timing import medians_in_turns
 from maskattn.backends.cuda import plans
 from maskattn.backends.cuda.kernels import kernel_source
+from maskattn.backends.cuda.launch import Launcher
 
 READ = r"""
 extern "C" __global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out) {
@@ -45,25 +46,10 @@ def main():
     mask = ((i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] < args.window))[None, None]
     launch = plans._dense_launch(plans.sources_key(), mask.device.id, 1, 1, n, n, tile, mask.strides)
     buf = cp.zeros(launch.nbytes, np.uint8)
-    stream = cp.cuda.get_current_stream().ptr
-    at = {name: buf.data.ptr + offset for name, (offset, _, _) in launch.layout.items()}
-    runtime = cp.cuda.runtime
-    m = nb = -(-n // 128)
-    i32, i64 = np.int32, np.int64
-    shape_args = (*(i64(s) for s in mask.strides), i32(1), i32(n), i32(n), i32(128), i32(128), i32(m), i32(nb))
-    classify_out = tuple(at[x] for x in ("tile_kind", "bit_pool", "row_len", "col_len", "group_len"))
-
-    def memsets():
-        runtime.memsetAsync(buf.data.ptr + launch.runs_from, 0xFF, launch.runs_to - launch.runs_from, stream)
-        runtime.memsetAsync(buf.data.ptr + launch.zero_from, 0, launch.zero_to - launch.zero_from, stream)
-
-    fns = {"dense_plan": lambda: launch(stream, mask.data.ptr, buf.data.ptr), "memsets": memsets,
-           "classify": lambda: launch.classify(stream, mask.data.ptr, *classify_out)}
-    launch(stream, mask.data.ptr, buf.data.ptr)  # the counts fill reads
-    fill_args = tuple(at[x] for x in ("tile_kind", "row_len", "col_len", "group_len", "row_ptr", "col_idx", "kind",
-                                      "payload_idx", "m_order", "col_ptr", "row_idx", "bwd_kind", "bwd_payload_idx",
-                                      "n_order", "m_levels", "n_levels"))
-    fns["fill"] = lambda: launch.fill(stream, *fill_args)
+    stream, plan = cp.cuda.get_current_stream().ptr, buf.data.ptr
+    fns = {"dense_plan": lambda: launch(stream, mask.data.ptr, plan), "memsets": lambda: launch.zero(stream, plan),
+           "classify": lambda: launch.classify(stream, mask.data.ptr, plan), "fill": lambda: launch.fill(stream, plan)}
+    launch(stream, mask.data.ptr, plan)  # the counts fill reads
     source = kernel_source("dense_plan.cu")
     bounds = "__launch_bounds__(PLAN_THREADS)\n    dense_plan_classify"
     variants = {f"classify span {span}, {loads} loads{', 4 CTAs an SM' if min4 else ''}": {
@@ -74,12 +60,14 @@ def main():
     sources = {label: _replaced(source, edits) for label, edits in variants.items()}
     if args.base:  # a former dense_plan.cu, one tile a CTA
         sources["classify, base source"] = open(args.base).read()
+    blocks = -(-n // tile[0])  # query blocks and key blocks
+    outputs = launch.arrays(plan, launch.CLASSIFY_ARRAYS)
     for label, text in sources.items():
         span = int(text.split("constexpr int PLAN_SPAN = ")[1].split(";")[0]) if "PLAN_SPAN =" in text else 1
         kernel = cp.RawModule(code=text, options=("-std=c++17",)).get_function("dense_plan_classify")
-        cargs = (np.uint64(mask.data.ptr), *(np.uint64(p) for p in classify_out), *shape_args)
-        grid = (m * -(-nb // span),)
-        fns[label] = (lambda k=kernel, g=grid, a=cargs: k(g, (256,), a))
+        variant = Launcher(kernel, (blocks * -(-blocks // span), 1, 1), (256, 1, 1), 0, 1 + len(outputs),
+                           launch.classify_fixed)
+        fns[label] = (lambda v=variant: v(stream, mask.data.ptr, *outputs))
     read = cp.RawKernel(READ, "read_all")
     sink = cp.zeros(1, cp.uint32)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]

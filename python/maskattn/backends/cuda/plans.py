@@ -234,7 +234,12 @@ def _plan_kernels(device_id: int):
 
 class _DenseLaunch:
     """The two launches that build a dense plan for one geometry (mask shape and strides, tile, device), with every
-    argument but the mask and the buffer fixed."""
+    argument but the mask and the buffer fixed: ``zero``, ``classify`` and ``fill`` in that order (what a call does;
+    scripts/probe_dense_plan.py times them one by one)."""
+
+    CLASSIFY_ARRAYS = ("tile_kind", "bit_pool", "row_len", "col_len", "group_len")  # after the mask
+    FILL_ARRAYS = ("tile_kind", "row_len", "col_len", "group_len", "row_ptr", "col_idx", "kind", "payload_idx",
+                   "m_order", "col_ptr", "row_idx", "bwd_kind", "bwd_payload_idx", "n_order", "m_levels", "n_levels")
 
     def __init__(self, device_id, groups, mask_heads, n_q, n_k, tile, strides):
         tile_m, tile_n = tile
@@ -242,25 +247,36 @@ class _DenseLaunch:
         self.layout, self.nbytes = dense_layout(groups, n_q, n_k, tile)
         classify, fill = _plan_kernels(device_id)
         i32, i64 = np.int32, np.int64
-        self.classify = Launcher(classify, (groups * m * -(-n // _PLAN_SPAN), 1, 1), (_PLAN_THREADS, 1, 1), 0, 6, (
-            *(i64(s) for s in strides), i32(mask_heads), i32(n_q), i32(n_k), i32(tile_m), i32(tile_n), i32(m), i32(n)))
+        self.classify_fixed = (*(i64(s) for s in strides), i32(mask_heads), i32(n_q), i32(n_k), i32(tile_m),
+                               i32(tile_n), i32(m), i32(n))  # the classify kernel's arguments after its arrays
+        self.classify_launch = Launcher(classify, (groups * m * -(-n // _PLAN_SPAN), 1, 1), (_PLAN_THREADS, 1, 1), 0,
+                                        1 + len(self.CLASSIFY_ARRAYS), self.classify_fixed)
         warps = groups * (m + n)
-        self.fill = Launcher(fill, (-(-warps * 32 // _PLAN_THREADS), 1, 1), (_PLAN_THREADS, 1, 1), 0, 16,
-                             (i32(groups), i32(m), i32(n)))
+        self.fill_launch = Launcher(fill, (-(-warps * 32 // _PLAN_THREADS), 1, 1), (_PLAN_THREADS, 1, 1), 0,
+                                    len(self.FILL_ARRAYS), (i32(groups), i32(m), i32(n)))
         self.zero_from, self.zero_to = self.layout["row_len"][0], self.layout["bit_pool"][0]
         # the runs' bytes, set to 0xff: every first -1 and every end 0xffffffff, for dense_plan_fill's atomics
         self.runs_from, self.runs_to = self.layout["m_levels"][0], self.layout["tile_kind"][0]
 
-    def __call__(self, stream: int, mask: int, buffer: int):
-        at = {name: buffer + offset for name, (offset, _, _) in self.layout.items()}
+    def arrays(self, buffer: int, names) -> list:
+        """The device addresses of the named arrays of a plan's buffer."""
+        return [buffer + self.layout[name][0] for name in names]
+
+    def zero(self, stream: int, buffer: int):
         runtime = import_cupy().cuda.runtime
         runtime.memsetAsync(buffer + self.runs_from, 0xFF, self.runs_to - self.runs_from, stream)
         runtime.memsetAsync(buffer + self.zero_from, 0, self.zero_to - self.zero_from, stream)
-        self.classify(stream, mask, *(at[name] for name in ("tile_kind", "bit_pool", "row_len", "col_len",
-                                                             "group_len")))
-        self.fill(stream, *(at[name] for name in ("tile_kind", "row_len", "col_len", "group_len", "row_ptr", "col_idx",
-                                                  "kind", "payload_idx", "m_order", "col_ptr", "row_idx", "bwd_kind",
-                                                  "bwd_payload_idx", "n_order", "m_levels", "n_levels")))
+
+    def classify(self, stream: int, mask: int, buffer: int):
+        self.classify_launch(stream, mask, *self.arrays(buffer, self.CLASSIFY_ARRAYS))
+
+    def fill(self, stream: int, buffer: int):
+        self.fill_launch(stream, *self.arrays(buffer, self.FILL_ARRAYS))
+
+    def __call__(self, stream: int, mask: int, buffer: int):
+        self.zero(stream, buffer)
+        self.classify(stream, mask, buffer)
+        self.fill(stream, buffer)
 
 
 @functools.lru_cache(maxsize=64)
