@@ -1,10 +1,11 @@
 // Hopper (sm_90a) block-sparse flash-attention forward: fwd_kernel's plan traversal, masks and outputs, on wgmma.
 //
-// Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N<D> tiles,
+// Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N tiles,
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
-// is 128, or 192 at D <= 64 (forward-only plans: the backward's kernels take 128 rows). One producer warpgroup and
-// TILE_M / 64 consumers:
+// is 128, or 192 at D <= 64; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 96 at D = 192.
+// The training tiles are 128 x TILE_N<D>; the 192-row and the 96-key ones are for forward-only plans (the backward's
+// kernels take the training tiles). One producer warpgroup and TILE_M / 64 consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
@@ -29,10 +30,10 @@
 // Head dims 32 and 96 take the shared layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks,
 // the last one half used); the products stop at column D.
 //
-// Dynamic shared memory: SM90_SMEM_BYTES<D, TILE_M> = 1024 (alignment slack) + Q (TILE_M x DS elements,
-// DS = SW128_COLUMNS<D>) + two stages each of K and V (TILE_N<D> x DS) + two stages of partial-tile payloads
-// (wgmma.cuh's PayloadStages: 32 + max(16, TILE_M / 8) TILE_N<D> bytes each) + 128 (mbarriers). Template knobs: T
-// (half_t | bf16_t), D (32, 64, 96, 128, 192, 256), TILE_M, MASK, PERM; the #ifndef defaults configure the
+// Dynamic shared memory: SM90_SMEM_BYTES<D, TILE_M, TILE_N> = 1024 (alignment slack) + Q (TILE_M x DS elements,
+// DS = SW128_COLUMNS<D>) + two stages each of K and V (TILE_N x DS) + two stages of partial-tile payloads
+// (wgmma.cuh's PayloadStages: 32 + max(16, TILE_M / 8) TILE_N bytes each) + 128 (mbarriers). Template knobs: T
+// (half_t | bf16_t), D (32, 64, 96, 128, 192, 256), TILE_M, TILE_N, MASK, PERM; the #ifndef defaults configure the
 // instantiation of a standalone nvcc -DMASKATTN_INSTANTIATE build.
 #include "common.cuh"
 #include "mask.cuh"
@@ -53,6 +54,9 @@
 #endif
 #ifndef MASKATTN_TILE_M
 #define MASKATTN_TILE_M 128
+#endif
+#ifndef MASKATTN_TILE_N
+#define MASKATTN_TILE_N (MASKATTN_HEAD_DIM <= 128 ? 128 : 64)
 #endif
 
 namespace maskattn {
@@ -76,10 +80,16 @@ template <int D, int TILE_M>
 constexpr int CONSUMER_REGS = TILE_M == 192 ? 160 : D <= 128 ? 232 : 240;
 constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
-// Key rows per block: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K and V of 128 rows would not
-// fit in shared memory (FlashAttention-3 takes 112 and 80 there; the plans' tiles here are 128 x 64, as for fwd.cu).
+// Key rows per block of the training tiles: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K
+// and V of 128 rows would not fit in shared memory (the plans' tiles there are 128 x 64, as for fwd.cu and the
+// backward's). VALID_TILE adds the forward-only 128 x 96 tile at D = 192 (FlashAttention-3 takes 112 keys there;
+// 96 keeps a bit tile's rows whole words): 0.93-0.94x the time of 64 keys on full and causal masks at 8k (H200,
+// in one process; docs/performance.md, 2026-11-29 (m)). At D = 256, 80 keys (FlashAttention-3's) miss shared memory
+// by 704 bytes.
 template <int D>
 constexpr int TILE_N = D <= 128 ? 128 : 64;
+template <int D, int TILE_M, int N>
+constexpr bool VALID_TILE = N == TILE_N<D> || (D == 192 && TILE_M == 128 && N == 96);
 
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * SW128_COLUMNS<D> * 2;
@@ -98,11 +108,11 @@ static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes a
 }  // namespace sm90
 
 // sm90_smem_bytes in backends/cuda/kernels.py
-template <int D, int TILE_M>
-constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<TILE_M, D> + 4 * sm90::TILE_BYTES<sm90::TILE_N<D>, D> +
-                                2 * PayloadStages<MASK_NONE, TILE_M, sm90::TILE_N<D>>::STAGE_BYTES + 128;
+template <int D, int TILE_M, int TILE_N>
+constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<TILE_M, D> + 4 * sm90::TILE_BYTES<TILE_N, D> +
+                                2 * PayloadStages<MASK_NONE, TILE_M, TILE_N>::STAGE_BYTES + 128;
 
-template <typename T, int D, int TILE_M, int MASK, bool PERM>
+template <typename T, int D, int TILE_M, int TILE_N, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     fwd_sm90_kernel(MASKATTN_FWD_ARRAYS, MASKATTN_FWD_SHAPES_AND_PLAN, const __grid_constant__ TensorMap k_map,
                     const __grid_constant__ TensorMap v_map, const __grid_constant__ TensorMap q_map,
@@ -113,8 +123,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
   static_assert(TILE_M == 128 || (TILE_M == 192 && D <= 64), "128 query rows, or 192 up to D = 64");
   constexpr int CONSUMERS = sm90::CONSUMERS<TILE_M>;
-  using Mma = Wgmma<T>;
-  constexpr int TILE_N = sm90::TILE_N<D>;
+  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "key rows: the training tile's, or 96 at D = 192");
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
   constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V
@@ -127,7 +136,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   const unsigned sV = sK + 2 * TILE;  // [2] stages
   using Payload = PayloadStages<MASK, TILE_M, TILE_N>;
   const unsigned sP = sV + 2 * TILE;  // [2] stages of payloads
-  const unsigned bars = sP + 2 * Payload::STAGE_BYTES;  // SM90_SMEM_BYTES<D, TILE_M> in all
+  const unsigned bars = sP + 2 * Payload::STAGE_BYTES;  // SM90_SMEM_BYTES<D, TILE_M, TILE_N> in all
   auto barrier = [&](int id) { return bars + 8u * id; };
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
@@ -238,11 +247,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     for (int kk = 0; kk < D / 16; ++kk) {
       const unsigned long long q_k = q_desc + sw128_k_step<TILE_M>(kk);
       const unsigned long long k_k = k_desc + ((stage * TILE) >> 4) + sw128_k_step<TILE_N>(kk);
-      if constexpr (TILE_N == 128) {
-        Mma::ss_n128(s, q_k, k_k, kk > 0 ? 1 : 0);
-      } else {
-        Mma::ss_n64(s, q_k, k_k, kk > 0 ? 1 : 0);
-      }
+      wgmma_ss<T, 0, 0, NB>(s, q_k, k_k, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
@@ -418,6 +423,6 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
 #ifdef MASKATTN_INSTANTIATE
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): one configuration from the knobs above, for resource reports.
 void* maskattn_fwd_sm90_instance = reinterpret_cast<void*>(
-    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_TILE_M, maskattn::MASKATTN_MASK,
-                               MASKATTN_PERM>);
+    &maskattn::fwd_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_TILE_M, MASKATTN_TILE_N,
+                               maskattn::MASKATTN_MASK, MASKATTN_PERM>);
 #endif

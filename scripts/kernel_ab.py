@@ -46,16 +46,21 @@ FORWARD = [
     ("causal", 8192, 32, 64),
     ("causal", 16384, 16, 64),
     ("full", 16384, 16, 96),
+    ("causal", 16384, 16, 96),
     ("full", 8192, 16, 192),
     ("full", 8192, 16, 256),
+    ("causal", 8192, 16, 192),
+    ("causal", 8192, 16, 256),
     ("bigbird", 16384, 16, 128),
     ("shared_question", 16384, 16, 128),
     ("graph_rcm", 16384, 16, 128),  # plans with a node order: rows gathered through perm
     ("graph_rcm", 8192, 32, 64),
     ("lf_dilated", 16384, 16, 128),
 ]
-# the forward-only 192-row tile at D <= 64 (tile_for(..., training=False)), as the bench's forward takes it there
-FORWARD_192 = [("full", 8192, 32, 64), ("causal", 8192, 32, 64), ("doc_causal", 16384, 16, 64)]
+# the forward-only tiles (tile_for(..., training=False): 192 x 128 at D <= 64, 128 x 96 at D = 192), as the
+# bench's forward takes them there
+FORWARD_ONLY = [("full", 8192, 32, 64), ("causal", 8192, 32, 64), ("doc_causal", 16384, 16, 64),
+                ("full", 8192, 16, 192), ("causal", 8192, 16, 192)]
 BACKWARD = FORWARD[:7] + [("doc_causal", 16384, 16, 64), ("bigbird", 16384, 16, 128),
                           ("shared_question", 16384, 16, 128)] + FORWARD[-3:]
 
@@ -76,8 +81,8 @@ def time_cases(sides: dict, rounds: int, backward: bool, only: str, every_determ
     bf16 = np.dtype(ml_dtypes.bfloat16)
 
     runs = [(f"fwd {workload} {n // 1024}k D={d}", workload, n, h, d, None, True) for workload, n, h, d in FORWARD]
-    runs += [(f"fwd192 {workload} {n // 1024}k D={d}", workload, n, h, d, None, False)
-             for workload, n, h, d in FORWARD_192]
+    runs += [(f"fwdonly {workload} {n // 1024}k D={d}", workload, n, h, d, None, False)
+             for workload, n, h, d in FORWARD_ONLY]
     if backward:
         runs += [(f"bwd {workload} {n // 1024}k D={d}", workload, n, h, d, False, True)
                  for workload, n, h, d in BACKWARD]

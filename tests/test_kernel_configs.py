@@ -50,32 +50,38 @@ def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
 
 
 @pytest.mark.parametrize("head_dim", kernels.HEAD_DIMS)
-def test_forward_only_plans_take_the_192_row_tile_where_it_exists(head_dim, hopper):
+def test_forward_only_plans_take_the_larger_tile_where_it_exists(head_dim, hopper):
+    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 128 x 96 at D = 192 (its VALID_TILE)."""
+    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 192: (128, 96)}
     tile = kernels.tile_for(head_dim, "bfloat16", device=None, training=False)
-    tall = head_dim in kernels.SM90_TILE_192_HEAD_DIMS
-    assert (tile == kernels.SM90_TILE_192) == tall
+    larger = kernels.SM90_FORWARD_TILES.get(head_dim)
+    assert tile == (larger or kernels.tile_for(head_dim, "bfloat16", device=None))
     assert kernels.uses_sm90(head_dim, tile, 0)
-    assert not bwd.uses_sm90(head_dim, kernels.SM90_TILE_192, 0)
-    assert (kernels.SM90_TILE_192 in kernels.forward_only_tiles(head_dim, None)) == tall
     decode = kernels.tile_for(head_dim, "bfloat16", device=None, rows=16)
     assert kernels.tile_for(head_dim, "bfloat16", device=None, rows=16, training=False) == decode  # decode first
-    if tall:
-        assert kernels.sm90_smem_bytes(head_dim, 192) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
-        assert kernels.sm90_threads(192) == 512
+    if larger:
+        assert not bwd.uses_sm90(head_dim, larger, 0)
+        assert larger in kernels.forward_only_tiles(head_dim, None)
+        assert kernels.sm90_smem_bytes(head_dim, larger) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+        assert kernels.sm90_threads(larger[0]) == 128 * (larger[0] // 64 + 1)
+        name = kernels.sm90_kernel_name("bf16_t", head_dim, "MASK_NONE", tile=larger)
+        assert f"<maskattn::bf16_t, {head_dim}, {larger[0]}, {larger[1]}, maskattn::MASK_NONE" in name
 
 
-def test_no_192_row_tile_without_the_wgmma_forward(monkeypatch):
+@pytest.mark.parametrize("head_dim", [64, 192])
+def test_no_forward_only_tile_without_the_wgmma_forward(head_dim, monkeypatch):
     monkeypatch.setattr(kernels, "compute_capability", lambda device_id: "80")
     monkeypatch.setattr(kernels, "smem_optin", lambda device_id: 166912)  # an A100's
-    assert kernels.tile_for(64, "bfloat16", device=0, training=False) == kernels.tile_for(64, "bfloat16", device=0)
-    assert kernels.SM90_TILE_192 not in kernels.forward_only_tiles(64, 0)
+    training = kernels.tile_for(head_dim, "bfloat16", device=0)
+    assert kernels.tile_for(head_dim, "bfloat16", device=0, training=False) == training
+    assert kernels.SM90_FORWARD_TILES[head_dim] not in kernels.forward_only_tiles(head_dim, 0)
 
 
 @pytest.mark.parametrize("name, taller", [("full", True), ("causal", True), ("doc_causal", True),
                                           ("shared_question", True), ("lf_global", False), ("bigbird", False)])
 def test_the_forward_takes_the_192_row_tile_where_the_mask_lists_little_more_work(name, taller):
-    """kernels.taller_forward_plan on WORKLOADS.md's masks at 16k: the 192-row forward was faster on the first four
+    """kernels.forward_plan_pays on WORKLOADS.md's masks at 16k: the 192-row forward was faster on the first four
     and slower on the last two (H200, D = 64, docs/performance.md)."""
     spec = workloads.build(name, 16384)
     plans = [compile_mask(spec, tile=tile) for tile in ((128, 128), kernels.SM90_TILE_192)]
-    assert kernels.taller_forward_plan(*plans) == taller
+    assert kernels.forward_plan_pays(*plans) == taller

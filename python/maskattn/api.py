@@ -40,7 +40,7 @@ class _Backend:
             self.tile_for = lambda head_dim, dtype, rows=None: cuda.tile_for(head_dim, dtype, device_id, rows)
             self.forward_tile = lambda head_dim, dtype, rows: cuda.tile_for(head_dim, dtype, device_id, rows,
                                                                             training=False)
-            self.taller_forward_plan = cuda.kernels.taller_forward_plan
+            self.forward_plan_pays = cuda.kernels.forward_plan_pays
             self.decode_rows = cuda.DECODE_ROWS
             self.xp = cupy_or_none()
             self.dtypes = ("float16", "bfloat16")
@@ -181,15 +181,15 @@ def _resolve_plan(mask, B, H, n_q, n_k, tile) -> BlockMask:
 
 def _forward_plan(backend, mask, B, H, n_q, n_k, D, dtype) -> BlockMask:
     """The forward's plan. For a spec (or None), compiled for the training or decode tile, or for the backend's
-    forward-only tile (Hopper's 192 rows at D <= 64) where the mask lists little more work there
-    (kernels.taller_forward_plan; both plans are cached on the spec, and the backward compiles the training one). A
+    forward-only tile (Hopper's 192 rows at D <= 64, 96 keys at D = 192) where the mask lists little more work there
+    (kernels.forward_plan_pays; both plans are cached on the spec, and the backward compiles the training one). A
     plan is taken as given, and so is a dense GPU mask's (planned on the device, its work is not read back)."""
     plan = _resolve_plan(mask, B, H, n_q, n_k, backend.tile_for(D, dtype, rows=n_q))
-    tall = backend.forward_tile(D, dtype, rows=n_q)
-    if tall == plan.tile or isinstance(mask, BlockMask) or not plan.on_host:
+    tile = backend.forward_tile(D, dtype, rows=n_q)
+    if tile == plan.tile or isinstance(mask, BlockMask) or not plan.on_host:
         return plan
-    tall_plan = _resolve_plan(mask, B, H, n_q, n_k, tall)
-    return tall_plan if backend.taller_forward_plan(plan, tall_plan) else plan
+    forward_plan = _resolve_plan(mask, B, H, n_q, n_k, tile)
+    return forward_plan if backend.forward_plan_pays(plan, forward_plan) else plan
 
 
 def mask_type_error(mask) -> TypeError:
@@ -241,9 +241,9 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         (float16 / bfloat16: the CUDA kernels; torch in, torch out, no copies). All on one device, one dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
-        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 64 a spec's forward
-        takes the 192-row tile (``tile_for(..., training=False)``) where its plan there lists at most 10% more
-        work than the training tile's; a BlockMask runs at its own tile.
+        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 64 and D = 192 a
+        spec's forward takes a larger tile (``tile_for(..., training=False)``: 192 x 128, 128 x 96) where its plan
+        there lists at most 10% more work than the training tile's; a BlockMask runs at its own tile.
     scale : float, optional
         Default ``1 / sqrt(D)``.
     return_lse : bool

@@ -67,25 +67,27 @@ def _hopper():
     return kernels.compute_capability(cp.cuda.Device().id) == "90" and kernels.sm90_enabled()
 
 
-@pytest.mark.parametrize("head_dim, dtype_name", [(64, "bfloat16"), (32, "float16")])
+@pytest.mark.parametrize("head_dim, dtype_name", [(64, "bfloat16"), (32, "float16"), (192, "float16")])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_192_row_tile(family, head_dim, dtype_name, rng):
-    """Forward-only plans (tile_for(..., training=False)): on Hopper at D <= 64 fwd_sm90.cu's 192-row tile, three
-    consumer warpgroups; GQA, odd lengths, node orders and both payloads come with the families."""
+def test_family_forward_only_tile(family, head_dim, dtype_name, rng):
+    """Forward-only plans (tile_for(..., training=False)): on Hopper fwd_sm90.cu's larger tiles, 192 x 128 at
+    D <= 64 (three consumer warpgroups) and 128 x 96 at D = 192; GQA, odd lengths, node orders and both payloads
+    come with the families."""
     plan = _run(FAMILIES[family](rng), rng, dtype_name, head_dim, training=False)
-    assert (plan.tile == kernels.SM90_TILE_192) == _hopper()
+    assert (plan.tile == kernels.SM90_FORWARD_TILES[head_dim]) == _hopper()
 
 
+@pytest.mark.parametrize("D", [64, 192])
 @pytest.mark.parametrize("num_splits, pack, bounded, layout", [
     (3, 1, False, "bnhd"), (1, 4, False, "bhnd"), (2, 1, True, "bhnd"), (1, 1, True, "bnhd"), (5, 2, True, "bhnd"),
 ])
-def test_192_row_tile_splits_packing_and_cache_lengths(num_splits, pack, bounded, layout, rng):
-    """The 192-row tile's other launch paths: split-KV partials, GQA heads packed into a tile's rows (Q by the
-    producers' cp.async) and per-batch key counts, against the float64 reference of mask & (j < length)."""
-    B, H, Hk, D, dtype = 3, 8, 2, 64, _dtype("bfloat16")
+def test_forward_only_tile_splits_packing_and_cache_lengths(num_splits, pack, bounded, layout, D, rng):
+    """The forward-only tiles' other launch paths: split-KV partials, GQA heads packed into a tile's rows (Q by
+    the producers' cp.async) and per-batch key counts, against the float64 reference of mask & (j < length)."""
+    B, H, Hk, dtype = 3, 8, 2, _dtype("bfloat16")
     spec = masks.sliding_window(N_Q, N_K, left=700, sinks=4)
     plan = compile_mask(spec.repeat_rows(pack), tile=cuda.tile_for(D, dtype, training=False))
-    assert (plan.tile == kernels.SM90_TILE_192) == _hopper()
+    assert (plan.tile == kernels.SM90_FORWARD_TILES[D]) == _hopper()
     shapes = ((B, H, N_Q, D), (B, Hk, N_K, D), (B, Hk, N_K, D))
     (q64, q), (k64, k), (v64, v) = (_make(rng, shape, dtype, layout) for shape in shapes)
     dense = np.broadcast_to(spec.to_dense(), (B, 1, N_Q, N_K))
@@ -119,7 +121,7 @@ def test_api_forward_of_a_spec_takes_the_192_row_tile_where_it_pays(spec, tall, 
     ran = list(api._CALLS.values())[-1].plan  # the prepared call this one left
     assert ran is plans[kernels.SM90_TILE_192 if _hopper() and tall else (128, 128)]
     if _hopper():
-        assert kernels.taller_forward_plan(plans[(128, 128)], plans[kernels.SM90_TILE_192]) == tall
+        assert kernels.forward_plan_pays(plans[(128, 128)], plans[kernels.SM90_TILE_192]) == tall
 
 
 def test_backward_refuses_the_192_row_tile(rng):

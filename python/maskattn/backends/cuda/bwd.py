@@ -117,7 +117,7 @@ def dkdv_row_table_bytes(head_dim: int) -> int:
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
     """Whether the backward runs bwd_sm90.cu's one pass (wgmma, dQ by bulk reductions): where the forward runs
     fwd_sm90.cu on the training tile, every head dim."""
-    return tuple(tile)[0] == 128 and forward_uses_sm90(head_dim, tuple(tile), device_id)
+    return tuple(tile) == (128, sm90_tile_n(head_dim)) and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,

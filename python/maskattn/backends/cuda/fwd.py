@@ -150,7 +150,7 @@ class _ForwardLaunch:
             self.sm90 = uses_sm90(head_dim, tile, self.device_id)
             if self.sm90:
                 self.kernel, self.smem, _ = sm90_kernel(ctype, head_dim, MASK_MODES[plan.payload], self.device_id,
-                                                         plan.perm is not None, tile[0])
+                                                         plan.perm is not None, tuple(tile))
                 threads = sm90_threads(tile[0])
             else:
                 config = fwd_configs(head_dim, self.device_id)[tile]

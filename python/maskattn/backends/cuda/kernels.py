@@ -49,16 +49,18 @@ DECODE_ROWS = max(config[0] for config in DECODE_CONFIGS)
 MAX_SPLITS = 32  # MAX_SPLITS in fwd.cu: the combine kernel gives each split one lane
 SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
 SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n(head_dim) tiles
-# fwd_sm90.cu's forward-only tile up to D = 64: 192 query rows, three consumer warpgroups (FlashAttention-3 and -4
-# take it there); the backward's kernels take 128 rows, so plans for training keep the training tile
+# fwd_sm90.cu's forward-only tiles by head dim; the backward's kernels take the training tiles, so plans for
+# training keep those. Up to D = 64, 192 query rows: three consumer warpgroups (FlashAttention-3 and -4 take it
+# there). At D = 192, 96 keys where the training tile takes 64 (FlashAttention-3 takes 112; 96 keeps a bit tile's
+# rows whole words): 0.93-0.94x the time on full and causal masks at 8k (H200, docs/performance.md, 2026-11-29 (m)).
 SM90_TILE_192 = (192, 128)
-SM90_TILE_192_HEAD_DIMS = (32, 64)
-# How much more work (query rows x key columns of the listed tiles) a plan at SM90_TILE_192 may carry than the
+SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 192: (128, 96)}
+# How much more work (query rows x key columns of the listed tiles) a plan at a forward-only tile may carry than the
 # training tile's for the forward over it to be taken: the 192-row tile ran 0.88-0.93x the 128-row one's time
 # where it lists 1.01-1.03x the work (full, causal, documents), 0.92-0.98 at 1.11-1.12x (sliding windows, an RCM
 # graph), but 1.13x at 1.14x (Longformer with global tokens) and 1.34x at 1.31x (BigBird's 64-token blocks)
 # (H200, D = 64, 16k, docs/performance.md)
-SM90_TILE_192_MAX_WORK = 1.10
+SM90_FORWARD_MAX_WORK = 1.10
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CUfunction_attribute in cuda.h
 MASK_MODES = {"none": "MASK_NONE", "intervals": "MASK_INTERVALS", "bits": "MASK_BITS"}
 
@@ -151,11 +153,12 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
         (16, 128) up to 16 rows, (64, 64) up to 64; otherwise (the default) the training tile, which the backward
         needs.
     training : bool, default True
-        False: a plan for the forward only (inference), whose tile may be taller where the device's forward has a
-        faster one: on Hopper at head dims 32 and 64, ``SM90_TILE_192`` (192 x 128: a third more query rows
-        per CTA share each K and V tile). The backward refuses such plans. Where a mask's structure is finer than
-        192 rows the taller tile lists more work (BigBird's 64-token blocks: 1.3x at 16k) and can be slower:
-        ``taller_forward_plan`` is the rule ``maskattn.attention`` applies to a spec's two plans.
+        False: a plan for the forward only (inference), whose tile may be larger where the device's forward has a
+        faster one (``SM90_FORWARD_TILES``): on Hopper at head dims 32 and 64, 192 x 128 (a third more query rows
+        per CTA share each K and V tile); at 192, 128 x 96 (half again as many keys a step). The backward refuses
+        such plans. Where a mask's structure is finer than the larger tile it lists more work (BigBird's 64-token
+        blocks: 1.3x at 192 rows, 16k) and can be slower: ``forward_plan_pays`` is the rule
+        ``maskattn.attention`` applies to a spec's two plans.
     """
     head_dim = check_head_dim(head_dim)
     kernel_type(dtype)
@@ -164,23 +167,25 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
         for config in decode_configs(head_dim, device):
             if rows <= config[0]:
                 return config[:2]
-    if not training and uses_sm90(head_dim, SM90_TILE_192, device):
-        return SM90_TILE_192
+    if not training and head_dim in SM90_FORWARD_TILES and uses_sm90(head_dim, SM90_FORWARD_TILES[head_dim], device):
+        return SM90_FORWARD_TILES[head_dim]
     return fwd_config(head_dim, device)[:2]
 
 
-def taller_forward_plan(plan, tall_plan) -> bool:
-    """Whether the forward over ``tall_plan`` (SM90_TILE_192) is expected to beat the one over ``plan`` (the
-    training tile's, same mask): where it lists at most SM90_TILE_192_MAX_WORK times the work."""
+def forward_plan_pays(plan, forward_plan) -> bool:
+    """Whether the forward over ``forward_plan`` (a forward-only tile's, SM90_FORWARD_TILES) is expected to beat the
+    one over ``plan`` (the training tile's, same mask): where it lists at most SM90_FORWARD_MAX_WORK times the
+    work."""
     work = plan.nnz * plan.tile[0] * plan.tile[1]
-    return tall_plan.nnz * tall_plan.tile[0] * tall_plan.tile[1] <= SM90_TILE_192_MAX_WORK * work
+    return forward_plan.nnz * forward_plan.tile[0] * forward_plan.tile[1] <= SM90_FORWARD_MAX_WORK * work
 
 
 def forward_only_tiles(head_dim: int, device: int | None) -> tuple:
     """The tiles of plans the forward takes besides the training tile (the backward does not): the few-rows ones
-    and, on Hopper, the 192-row one."""
-    tall = (SM90_TILE_192,) if uses_sm90(head_dim, SM90_TILE_192, device) else ()
-    return tuple(c[:2] for c in decode_configs(head_dim, device)) + tall
+    and, on Hopper, the head dim's SM90_FORWARD_TILES."""
+    tile = SM90_FORWARD_TILES.get(head_dim)
+    larger = (tile,) if tile is not None and uses_sm90(head_dim, tile, device) else ()
+    return tuple(c[:2] for c in decode_configs(head_dim, device)) + larger
 
 
 
@@ -235,8 +240,10 @@ def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: boo
             f"maskattn::{mask_mode}, {str(perm).lower()}>")
 
 
-def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False, tile_m: int = 128) -> str:
-    return (f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, maskattn::{mask_mode}, "
+def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False, tile=None) -> str:
+    """tile: (tile_m, tile_n), the training tile's (128, sm90_tile_n(head_dim)) where None."""
+    tile_m, tile_n = tile or (128, sm90_tile_n(head_dim))
+    return (f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, maskattn::{mask_mode}, "
             f"{str(perm).lower()}>")
 
 
@@ -268,7 +275,7 @@ def uses_sm90(head_dim: int, tile, device_id: int | None) -> bool:
     """Whether the forward of this configuration runs the wgmma kernel (fwd_sm90.cu); device None: an sm_90 one."""
     tile = tuple(tile)
     return ((head_dim in SM90_HEAD_DIMS and tile == (128, sm90_tile_n(head_dim))
-             or head_dim in SM90_TILE_192_HEAD_DIMS and tile == SM90_TILE_192)
+             or tile == SM90_FORWARD_TILES.get(head_dim))
             and (device_id is None or compute_capability(device_id) == "90") and sm90_enabled())
 
 
@@ -292,10 +299,11 @@ def sw128_columns(head_dim: int) -> int:
     return -(-head_dim // 64) * 64
 
 
-def sm90_smem_bytes(head_dim: int, tile_m: int = 128) -> int:
-    """SM90_SMEM_BYTES<D, TILE_M> of fwd_sm90.cu: alignment slack, Q, two stages of K and V and of the partial
-    tiles' payloads (wgmma.cuh's PayloadStages), the mbarriers."""
-    tile_n = sm90_tile_n(head_dim)
+def sm90_smem_bytes(head_dim: int, tile=None) -> int:
+    """SM90_SMEM_BYTES<D, TILE_M, TILE_N> of fwd_sm90.cu (tile: (tile_m, tile_n), the training tile's where None):
+    alignment slack, Q, two stages of K and V and of the partial tiles' payloads (wgmma.cuh's PayloadStages), the
+    mbarriers."""
+    tile_m, tile_n = tile or (128, sm90_tile_n(head_dim))
     payload = 32 + max(16, tile_m // 8) * tile_n
     return 1024 + (tile_m + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * payload + 128
 
@@ -305,10 +313,11 @@ def sm90_smem_bytes(head_dim: int, tile_m: int = 128) -> int:
 ROW_TABLE_BYTES = 1792
 
 
-def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False, tile_m: int = 128):
-    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``perm``: for a plan with a node order."""
-    smem = sm90_smem_bytes(head_dim, tile_m) + (ROW_TABLE_BYTES if perm else 0)
-    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm, tile_m), smem,
+def sm90_kernel(ctype: str, head_dim: int, mask_mode: str, device_id: int, perm: bool = False, tile=None):
+    """fwd_sm90_kernel for sm_90a: (kernel, smem bytes, module); ``perm``: for a plan with a node order; tile:
+    (tile_m, tile_n), the training tile's where None."""
+    smem = sm90_smem_bytes(head_dim, tile) + (ROW_TABLE_BYTES if perm else 0)
+    kernel, module = sm90_function("fwd_sm90.cu", sm90_kernel_name(ctype, head_dim, mask_mode, perm, tile), smem,
                                    device_id)
     return kernel, smem, module
 
