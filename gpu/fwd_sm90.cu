@@ -3,9 +3,9 @@
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N tiles,
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
-// is 128, or 192 at D <= 64; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 96 at D = 192.
-// The training tiles are 128 x TILE_N<D>; the 192-row and the 96-key ones are for forward-only plans (the backward's
-// kernels take the training tiles). One producer warpgroup and TILE_M / 64 consumers:
+// is 128, or 192 at D <= 64; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 192.
+// The training tiles are 128 x TILE_N<D>; the 192-row and the 112-key ones are for forward-only plans (the
+// backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64 consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
@@ -82,14 +82,13 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 
 // Key rows per block of the training tiles: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K
 // and V of 128 rows would not fit in shared memory (the plans' tiles there are 128 x 64, as for fwd.cu and the
-// backward's). VALID_TILE adds the forward-only 128 x 96 tile at D = 192 (FlashAttention-3 takes 112 keys there;
-// 96 keeps a bit tile's rows whole words): 0.93-0.94x the time of 64 keys on full and causal masks at 8k (H200,
-// in one process; docs/performance.md, 2026-11-29 (m)). At D = 256, 80 keys (FlashAttention-3's) miss shared memory
-// by 704 bytes.
+// backward's). VALID_TILE adds the forward-only 128 x 112 tile at D = 192 (FlashAttention-3's there): 0.86x the
+// time of 64 keys on full and causal masks at 8k, where 96 keys took 0.88-0.89x (H200, in turns in one process;
+// docs/performance.md, 2026-11-29 (m)). At D = 256, 80 keys (FlashAttention-3's) miss shared memory by 704 bytes.
 template <int D>
 constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int D, int TILE_M, int N>
-constexpr bool VALID_TILE = N == TILE_N<D> || (D == 192 && TILE_M == 128 && N == 96);
+constexpr bool VALID_TILE = N == TILE_N<D> || (D == 192 && TILE_M == 128 && N == 112);
 
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * SW128_COLUMNS<D> * 2;
@@ -123,7 +122,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
   static_assert(TILE_M == 128 || (TILE_M == 192 && D <= 64), "128 query rows, or 192 up to D = 64");
   constexpr int CONSUMERS = sm90::CONSUMERS<TILE_M>;
-  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "key rows: the training tile's, or 96 at D = 192");
+  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "key rows: the training tile's, or 112 at D = 192");
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
   constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V

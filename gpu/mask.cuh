@@ -67,18 +67,25 @@ __device__ __forceinline__ void mask_interval(float (&s)[NB][4], const int2* __r
 // (r * TILE_N + c) / 32). local_row: the thread's first row inside the tile; t = lane % 4; col0: the fragment's
 // first column inside the tile, for kernels that step through a key block in narrower parts: a multiple of 32, or
 // of 8 * NB < 32 (the fragment's columns then lie inside one word). Bits past n_q and n_k are 0, so the key bound
-// needs no extra test.
+// needs no extra test. TILE_N a multiple of 16: where it is not one of 32 (col0 0 there), every other row begins
+// half way into a word, and its words are shifted into place first (the compilers fold that away elsewhere).
 template <int NB, int TILE_N>
 __device__ __forceinline__ void mask_bits(float (&s)[NB][4], const unsigned* __restrict__ tile_bits, int local_row,
                                           int t, int col0 = 0) {
-  constexpr int WORDS = TILE_N / 32;
+  static_assert(TILE_N % 16 == 0, "rows begin at a word or half way into one");
   constexpr int USED = (NB + 3) / 4;  // words of a row the fragment covers
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const unsigned* row_words = tile_bits + (local_row + 8 * half) * WORDS + col0 / 32;
+    const int row_bit = (local_row + 8 * half) * TILE_N;
+    const unsigned* row_words = tile_bits + row_bit / 32 + col0 / 32;
+    const int lead = row_bit % 32;  // 0, or 16 where TILE_N is an odd multiple of 16
     unsigned w[USED];
 #pragma unroll
     for (int p = 0; p < USED; ++p) w[p] = row_words[p];
+    if (lead != 0) {  // lead + 8 NB <= 32 USED: the row ends inside word USED - 1
+#pragma unroll
+      for (int p = 0; p < USED; ++p) w[p] = __funnelshift_r(w[p], p + 1 < USED ? w[p + 1] : 0u, lead);
+    }
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
       // columns 8 j + 2 t (+1) all lie in word j / 4, from bit col0 % 32 on

@@ -499,6 +499,9 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
       "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
 #define MASKATTN_WGMMA_ACC_N64(d) MASKATTN_WGMMA_ACC_X4(d, 0), MASKATTN_WGMMA_ACC_X4(d, 4)
 #define MASKATTN_WGMMA_ACC_N96(d) MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8)
+#define MASKATTN_WGMMA_ACC_N112(d)                                                                                    \
+  MASKATTN_WGMMA_ACC_N96(d), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]),           \
+      "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
 #define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
   MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8), MASKATTN_WGMMA_ACC_X4(d, 12)
 #define MASKATTN_WGMMA_ACC_N192(d)                                                                                    \
@@ -517,6 +520,11 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+#define MASKATTN_WGMMA_D_N112                                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
+  "%48, %49, %50, %51, %52, %53, %54, %55}, "
 #define MASKATTN_WGMMA_D_N128                                                                                         \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
@@ -568,7 +576,7 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   MASKATTN_WGMMA_SS(TYPE, ss_n80, 80, 0, 0, 40, 41, 42)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n80_ta, 80, 1, 0, 40, 41, 42)                                                            \
   MASKATTN_WGMMA_SS(TYPE, ss_n128, 128, 0, 0, 64, 65, 66)                                                             \
-  MASKATTN_WGMMA_SS(TYPE, ss_n96, 96, 0, 0, 48, 49, 50)                                                               \
+  MASKATTN_WGMMA_SS(TYPE, ss_n112, 112, 0, 0, 56, 57, 58)                                                             \
   MASKATTN_WGMMA_SS(TYPE, ss_n64, 64, 0, 0, 32, 33, 34)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n32, 32, 0, 0, 16, 17, 18)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n128_tb, 128, 0, 1, 64, 65, 66)                                                          \
@@ -638,9 +646,9 @@ __device__ __forceinline__ void wgmma_rs_tnsp(float (&d)[NB][4], const unsigned 
   }
 }
 
-// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128, and 80 and 96 with B K-major),
+// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128, and 80 and 112 with B K-major),
 // both operands in shared memory: TA / TB 0 for K-major, 1 for transposed (A M-major, B N-major) as the PTX ISA
-// names them; TA = 1 takes TB = 1 but at N = 80, and 96 takes both K-major.
+// names them; TA = 1 takes TB = 1 but at N = 80, and 112 takes both K-major.
 template <typename T, int TA, int TB, int NB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long desc_a, unsigned long long desc_b,
                                          int scale_d) {
@@ -653,8 +661,8 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long d
       Mma::ss_n80(d, desc_a, desc_b, scale_d);
     }
   } else {
-    static_assert(NB == 4 || NB == 8 || NB == 16 || (!TA && !TB && NB == 12),
-                  "N = 32, 64, 80 or 128; 96 both K-major");
+    static_assert(NB == 4 || NB == 8 || NB == 16 || (!TA && !TB && NB == 14),
+                  "N = 32, 64, 80 or 128; 112 both K-major");
     static_assert(TB || !TA, "A transposed takes B transposed");
     if constexpr (TA) {
       if constexpr (NB == 4) Mma::ss_n32_tnsp(d, desc_a, desc_b, scale_d);
@@ -667,7 +675,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long d
     } else {
       if constexpr (NB == 4) Mma::ss_n32(d, desc_a, desc_b, scale_d);
       if constexpr (NB == 8) Mma::ss_n64(d, desc_a, desc_b, scale_d);
-      if constexpr (NB == 12) Mma::ss_n96(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 14) Mma::ss_n112(d, desc_a, desc_b, scale_d);
       if constexpr (NB == 16) Mma::ss_n128(d, desc_a, desc_b, scale_d);
     }
   }

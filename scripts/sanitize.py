@@ -78,7 +78,7 @@ for name, spec, dtype, D in cases:
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")
 os.environ.pop("MASKATTN_SM90", None)  # none set where the filter matched no case
-# forward-only plans at Hopper's larger tiles (fwd_sm90.cu: 192 rows, three consumers, at D <= 64; 96 keys at
+# forward-only plans at Hopper's larger tiles (fwd_sm90.cu: 192 rows, three consumers, at D <= 64; 112 keys at
 # D = 192): no mask, intervals, bits, both with a node order; split-KV and per-sample key bounds
 bf16 = np.dtype(ml_dtypes.bfloat16)
 for spec, dtype, D in ((masks.full(n_q, n_k), np.float16, 64), (masks.causal(n_q, n_k), bf16, 64),

@@ -55,8 +55,8 @@ _SM90_TILE_192 = [  # fwd_sm90.cu's forward-only 192-row tile (three consumer wa
                                             ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
 
-_SM90_KEYS_96 = [  # fwd_sm90.cu's forward-only 128 x 96 tile at D = 192
-    ({"MASKATTN_DTYPE": "bf16_t", "MASKATTN_HEAD_DIM": 192, "MASKATTN_TILE_N": 96, "MASKATTN_MASK": mask}, True)
+_SM90_KEYS_112 = [  # fwd_sm90.cu's forward-only 128 x 112 tile at D = 192
+    ({"MASKATTN_DTYPE": "bf16_t", "MASKATTN_HEAD_DIM": 192, "MASKATTN_TILE_N": 112, "MASKATTN_MASK": mask}, True)
     for mask in ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS")
 ]
 
@@ -68,18 +68,16 @@ def _with_perm(config):
             for mask in ("MASK_INTERVALS", "MASK_BITS")]
 
 
-_PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM, _SM90_KEYS_96_PERM = (
+_PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM, _SM90_KEYS_112_PERM = (
     _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192,
-                                               _SM90_KEYS_96))
+                                               _SM90_KEYS_112))
 # bwd_sm90.cu's one pass, with the float32 and (MASKATTN_FIXED) the fixed-point dQ; its perm plans' producer spills
 # up to 8 bytes at D = 256 (the register budgets in bwd_sm90.cu say why), the only spills allowed
 _BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _SM90_WIDE + _SM90_PERM
              + _SM90_PADDED_PERM] + [(config, False) for config, _ in _SM90_WIDE_PERM]
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM,
            "fwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
-                           + _SM90_TILE_192 + _SM90_TILE_192_PERM + _SM90_KEYS_96
-                           # the 96-key tile's gathering producer (node orders) spills 4 bytes at 24 registers
-                           + [(config, False) for config, _ in _SM90_KEYS_96_PERM]),
+                           + _SM90_TILE_192 + _SM90_TILE_192_PERM + _SM90_KEYS_112 + _SM90_KEYS_112_PERM),
            "bwd_sm90.cu": _BWD_SM90 + [({**config, "MASKATTN_FIXED": "true"}, no_spill)
                                        for config, no_spill in _BWD_SM90]}
 

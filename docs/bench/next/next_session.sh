@@ -13,11 +13,16 @@
 # 2.17; NCCL_CTA_POLICY efficiency / zero-CTA in newer NCCL), so the last lines below time both paths' steps again with
 # NCCL on at most 4 CTAs; if the overlapped step then beats the packed one, document the setting, and weigh it at 4
 # ranks (where the forward's all-to-all is exposed: 8 ms a step of causal's 122 at 128K, (k)).
-# Prepared ((l), host-checked only): branch `fwd-rescale-vote`, the forward at D >= 192 with the wait for P V behind a
-# warpgroup-uniform vote (bar.red.or) on O's rescale, legal where 2026-11-27's per-warp vote (6-10% faster at D = 192
-# and 256) was not; its one-call script is docs/bench/next/fwd_rescale_vote.sh on the branch (nvidia-h200).
-# Leads ((l)): D = 96 and D = 192 trail FA4 / Flex FLASH by 12-13% dense (FA4: 192 x 144 tiles at 96, 128 x 112 at
-# 192; ours 128 x 128 and 128 x 64); the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms
+# Then on nvidia-h200 (FA4 by two calls, ../shared/peers/fa4-wheels.sh): the bench at D = 192 against the peers
+# (`python -m maskattn bench --n 8192 --heads 16 --head-dim 192 --backward --peers flex flex_flash fa4`): (m) moved
+# D = 192's forward-only tile to 128 x 112 after its last bench (at 96 keys: full 1.02x FA4, 1.015x Flex FLASH);
+# in turns 112 keys took 0.98x 96's time, so full should sit level with FA4 and Flex FLASH. Confirm it.
+# Leads ((m)): D = 96 at a forward-only 128 x 160 tile (bits fine at 160 keys; plans with a node order failed, the
+# producers' row tables hold 128 rows: sized by TILE_N they fit the same 1792 bytes at 128 x 160); D = 256 at 80 keys
+# misses shared memory by 704 bytes, of which the 1 KB alignment slack is one (the extern array is declared
+# __align__(1024): measure whether the dynamic base is aligned already); the vote on O's rescale is dead (2-8% slower).
+# Leads ((l)): D = 96 trails FA4 / Flex FLASH by 12% dense (FA4: 192 x 144 tiles at 96; ours 128 x 128); the dense
+# plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms
 # beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
