@@ -22,7 +22,9 @@ each folder's builds apart), a sample the mean of a burst of 5 calls between two
 beside that process. The table gives each side's median per round and its time over the baseline's, from the
 medians over rounds. ``--control`` adds a copy of the baseline folder as a side of the shared process: identical
 kernels timed as if they were a variant, so the run shows its own noise floor beside its ratios (two H100 calls of
-2026-11-28 read such a copy at 0.988-1.019 on the backward). Timings only: the tests check correctness.
+2026-11-28 read such a copy at 0.988-1.019 on the backward). A side in a process of its own is not in turns with the
+others: on an H200 (2026-11-29 (m)) the same kernel read 1-5% faster there than in the shared process, so compare
+such sides against a copy of the baseline in the same kind of process. Timings only: the tests check correctness.
 """
 
 import argparse
