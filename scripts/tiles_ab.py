@@ -1,0 +1,64 @@
+"""The forward over one mask's plans at several tiles, in turns in one process (scripts/gpu_timing.py's
+medians_in_turns): the way to weigh a forward-only tile against the training tile, which scripts/kernel_ab.py cannot
+(it times kernel-source folders over one plan per case).
+
+    python3 scripts/tiles_ab.py --head-dim 192 --tiles 128x64 128x96 128x112 [--workloads full causal] [--n 8192]
+                                [--heads 16] [--rounds 3]
+
+The first tile is the baseline (usually the training tile, ``tile_for(D, dtype)``). Each other tile is made the head
+dim's forward-only tile (``kernels.SM90_FORWARD_TILES[D]``) while its launch is built, so fwd_sm90.cu runs it; the
+kernel's ``VALID_TILE`` must admit it. The launches are cached with their plans, so later calls reuse them. Prints,
+per workload, each tile's median per round and its time over the baseline's (medians over rounds); bf16, B = 1.
+Timings only: tests/gpu checks correctness.
+"""
+import argparse
+import os
+import sys
+
+import cupy as cp
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_timing import inputs, medians_in_turns  # noqa: E402
+
+from maskattn import compile_mask  # noqa: E402
+from maskattn.backends import cuda  # noqa: E402
+from maskattn.backends.cuda import kernels  # noqa: E402
+from maskattn.bench import workloads  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--head-dim", type=int, required=True)
+    parser.add_argument("--tiles", nargs="+", required=True, help="ROWSxKEYS, the baseline first")
+    parser.add_argument("--workloads", nargs="+", default=["full", "causal"])
+    parser.add_argument("--n", type=int, default=8192)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    D = args.head_dim
+    tiles = [tuple(int(x) for x in tile.split("x")) for tile in args.tiles]
+    scale = D ** -0.5
+    print(f"| {args.n // 1024}k, D={D}, H={args.heads} | " + " | ".join(f"{m} x {n} ms" for m, n in tiles) + " | "
+          + " | ".join(f"{m} x {n} / base" for m, n in tiles[1:]) + " |")
+    print("| --- " * (2 * len(tiles)) + "|")
+    for workload in args.workloads:
+        spec = workloads.build(workload, args.n)
+        q, k, v = inputs(3, (1, args.heads, args.n, D), np.dtype(ml_dtypes.bfloat16), np.random.default_rng(0))
+        calls = {}
+        for tile in tiles:
+            if tile != tiles[0]:
+                kernels.SM90_FORWARD_TILES[D] = tile
+            plan = compile_mask(spec, tile=tile)
+            out = cp.empty_like(q)
+            cuda.forward(q, k, v, plan, scale, out=out)  # builds the launch while the tile is listed
+            calls[tile] = lambda plan=plan, out=out: cuda.forward(q, k, v, plan, scale, out=out)
+        rounds = [medians_in_turns(calls) for _ in range(args.rounds)]
+        medians = {tile: float(np.median([r[tile] for r in rounds])) for tile in tiles}
+        print(f"| {workload} | " + " | ".join(" / ".join(f"{r[tile]:.3f}" for r in rounds) for tile in tiles) + " | "
+              + " | ".join(f"{medians[tile] / medians[tiles[0]]:.3f}" for tile in tiles[1:]) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
