@@ -17,8 +17,8 @@
 # (`python -m maskattn bench --n 8192 --heads 16 --head-dim 192 --backward --peers flex flex_flash fa4`): (m) moved
 # D = 192's forward-only tile to 128 x 112 after its last bench (at 96 keys: full 1.02x FA4, 1.015x Flex FLASH);
 # in turns 112 keys took 0.98x 96's time, so full should sit level with FA4 and Flex FLASH. Confirm it.
-# Leads ((m)): D = 96 at a forward-only 128 x 160 tile (bits fine at 160 keys; plans with a node order failed, the
-# producers' row tables hold 128 rows: sized by TILE_N they fit the same 1792 bytes at 128 x 160); D = 256 at 80 keys
+# Prepared ((m), host-checked only): D = 96 at a forward-only 128 x 160 tile, docs/bench/next/d96_keys160.patch and
+# its one-call script d96_keys160.sh (nvidia-h200; apply the patch first). Leads ((m)): D = 256 at 80 keys
 # misses shared memory by 704 bytes, of which the 1 KB alignment slack is one (the extern array is declared
 # __align__(1024): measure whether the dynamic base is aligned already); the vote on O's rescale is dead (2-8% slower).
 # Leads ((l)): D = 96 trails FA4 / Flex FLASH by 12% dense (FA4: 192 x 144 tiles at 96; ours 128 x 128); the dense
