@@ -29,7 +29,7 @@ import numpy as np
 
 from ...plan import BlockMask
 from .kernels import (MASK_MODES, cached_per_sources, import_cupy, kernel_source, nvrtc_options, sm90_function,
-                      sm90_tile_n, smem_optin, source_dir, sw128_columns)
+                      sm90_tile, sm90_tile_n, smem_optin, source_dir, sw128_columns)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
@@ -117,7 +117,7 @@ def dkdv_row_table_bytes(head_dim: int) -> int:
 def uses_sm90(head_dim: int, tile, device_id: int) -> bool:
     """Whether the backward runs bwd_sm90.cu's one pass (wgmma, dQ by bulk reductions): where the forward runs
     fwd_sm90.cu on the training tile, every head dim."""
-    return tuple(tile) == (128, sm90_tile_n(head_dim)) and forward_uses_sm90(head_dim, tuple(tile), device_id)
+    return tuple(tile) == sm90_tile(head_dim) and forward_uses_sm90(head_dim, tuple(tile), device_id)
 
 
 def kernel_names(ctype: str, head_dim: int, tile, mask_mode: str, deterministic: bool, sm90: bool = False,

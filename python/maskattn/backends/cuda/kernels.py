@@ -167,9 +167,8 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
         for config in decode_configs(head_dim, device):
             if rows <= config[0]:
                 return config[:2]
-    if not training and head_dim in SM90_FORWARD_TILES and uses_sm90(head_dim, SM90_FORWARD_TILES[head_dim], device):
-        return SM90_FORWARD_TILES[head_dim]
-    return fwd_config(head_dim, device)[:2]
+    forward_tile = None if training else sm90_forward_tile(head_dim, device)
+    return forward_tile or fwd_config(head_dim, device)[:2]
 
 
 def forward_plan_pays(plan, forward_plan) -> bool:
@@ -183,9 +182,14 @@ def forward_plan_pays(plan, forward_plan) -> bool:
 def forward_only_tiles(head_dim: int, device: int | None) -> tuple:
     """The tiles of plans the forward takes besides the training tile (the backward does not): the few-rows ones
     and, on Hopper, the head dim's SM90_FORWARD_TILES."""
+    forward_tile = sm90_forward_tile(head_dim, device)
+    return tuple(c[:2] for c in decode_configs(head_dim, device)) + ((forward_tile,) if forward_tile else ())
+
+
+def sm90_forward_tile(head_dim: int, device: int | None):
+    """The head dim's forward-only tile (SM90_FORWARD_TILES) where the device runs fwd_sm90.cu over it, else None."""
     tile = SM90_FORWARD_TILES.get(head_dim)
-    larger = (tile,) if tile is not None and uses_sm90(head_dim, tile, device) else ()
-    return tuple(c[:2] for c in decode_configs(head_dim, device)) + larger
+    return tile if tile is not None and uses_sm90(head_dim, tile, device) else None
 
 
 
@@ -241,8 +245,8 @@ def fwd_kernel_name(ctype: str, head_dim: int, config, mask_mode: str, perm: boo
 
 
 def sm90_kernel_name(ctype: str, head_dim: int, mask_mode: str, perm: bool = False, tile=None) -> str:
-    """tile: (tile_m, tile_n), the training tile's (128, sm90_tile_n(head_dim)) where None."""
-    tile_m, tile_n = tile or (128, sm90_tile_n(head_dim))
+    """tile: (tile_m, tile_n), the training tile's (sm90_tile) where None."""
+    tile_m, tile_n = tile or sm90_tile(head_dim)
     return (f"maskattn::fwd_sm90_kernel<maskattn::{ctype}, {head_dim}, {tile_m}, {tile_n}, maskattn::{mask_mode}, "
             f"{str(perm).lower()}>")
 
@@ -271,10 +275,15 @@ def sm90_tile_n(head_dim: int) -> int:
     return 128 if head_dim <= 128 else 64
 
 
+def sm90_tile(head_dim: int) -> tuple[int, int]:
+    """fwd_sm90.cu's training tile, which the backward's wgmma kernels share: 128 x sm90_tile_n(head_dim)."""
+    return (128, sm90_tile_n(head_dim))
+
+
 def uses_sm90(head_dim: int, tile, device_id: int | None) -> bool:
     """Whether the forward of this configuration runs the wgmma kernel (fwd_sm90.cu); device None: an sm_90 one."""
     tile = tuple(tile)
-    return ((head_dim in SM90_HEAD_DIMS and tile == (128, sm90_tile_n(head_dim))
+    return ((head_dim in SM90_HEAD_DIMS and tile == sm90_tile(head_dim)
              or tile == SM90_FORWARD_TILES.get(head_dim))
             and (device_id is None or compute_capability(device_id) == "90") and sm90_enabled())
 
@@ -303,7 +312,7 @@ def sm90_smem_bytes(head_dim: int, tile=None) -> int:
     """SM90_SMEM_BYTES<D, TILE_M, TILE_N> of fwd_sm90.cu (tile: (tile_m, tile_n), the training tile's where None):
     alignment slack, Q, two stages of K and V and of the partial tiles' payloads (wgmma.cuh's PayloadStages), the
     mbarriers."""
-    tile_m, tile_n = tile or (128, sm90_tile_n(head_dim))
+    tile_m, tile_n = tile or sm90_tile(head_dim)
     payload = 32 + max(16, tile_m // 8) * tile_n
     return 1024 + (tile_m + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * payload + 128
 
