@@ -63,8 +63,8 @@ namespace maskattn {
 
 namespace sm90 {
 
-// Query rows per tile: 128 (two consumer warpgroups) or, at D <= 64, 192 (three, as FlashAttention-3 and -4 at
-// those head dims); a warpgroup per 64 rows, plus the producer's.
+// Query rows per tile: 128 (two consumer warpgroups) or, forward-only at D <= 96, 192 (three, as FlashAttention-3
+// and -4 at those head dims); a warpgroup per 64 rows, plus the producer's.
 template <int TILE_M>
 constexpr int CONSUMERS = TILE_M / 64;
 template <int TILE_M>
@@ -73,7 +73,7 @@ constexpr int THREADS = 128 * (CONSUMERS<TILE_M> + 1);
 // setmaxnreg.inc waits forever): the producer needs only addressing; a consumer holds the O and S accumulators
 // (64 + 64 floats at D = 128, 128 + 32 at D = 256, 32 + 64 at D = 64), P (32 or 16) and the softmax state. At
 // D = 256 the interval masks spilled 32 bytes at 232; FlashAttention-3's 24 / 240 leaves none. Three consumers take
-// FlashAttention-3's 32 / 160.
+// FlashAttention-3's 32 / 160: at D = 96 (48 floats of O) S fits 112 keys there (128 spilled 144 bytes).
 template <int D, int TILE_M>
 constexpr int PRODUCER_REGS = TILE_M == 192 ? 32 : D <= 128 ? 40 : 24;
 template <int D, int TILE_M>
@@ -82,13 +82,19 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 
 // Key rows per block of the training tiles: 128 up to D = 128; 64 at D = 192 and 256, where Q and two stages of K
 // and V of 128 rows would not fit in shared memory (the plans' tiles there are 128 x 64, as for fwd.cu and the
-// backward's). VALID_TILE adds the forward-only 128 x 112 tile at D = 192 (FlashAttention-3's there): 0.86x the
-// time of 64 keys on full and causal masks at 8k, where 96 keys took 0.88-0.89x (H200, in turns in one process;
-// docs/performance.md, 2026-11-29 (m)). At D = 256, 80 keys (FlashAttention-3's) miss shared memory by 704 bytes.
+// backward's). VALID_TILE adds the forward-only tiles (H200, in turns in one process, docs/performance.md):
+// - 192 x 128 up to D = 64;
+// - 192 x 112 at D = 96: 0.91-0.92x the time of 128 x 128 on full, causal, documents and shared_question at 16k
+//   (2026-11-29 (n)), where 128 x 160 took 1.01-1.05x;
+// - 128 x 112 at D = 192 (FlashAttention-3's there): 0.86x the time of 64 keys on full and causal masks at 8k, where
+//   96 keys took 0.88-0.89x ((m)).
+// Not kept: 192 x 80 and 192 x 64 at D = 128 (1.01-1.10x on full and causal, (n)). At D = 256, 80 keys
+// (FlashAttention-3's) miss shared memory by 704 bytes.
 template <int D>
 constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int D, int TILE_M, int N>
-constexpr bool VALID_TILE = N == TILE_N<D> || (D == 192 && TILE_M == 128 && N == 112);
+constexpr bool VALID_TILE = TILE_M == 128 ? N == TILE_N<D> || (D == 192 && N == 112)
+                                          : TILE_M == 192 && (D <= 64 ? N == 128 : D == 96 && N == 112);
 
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * SW128_COLUMNS<D> * 2;
@@ -120,9 +126,9 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   using namespace sm90;
   using namespace kv_stages;
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
-  static_assert(TILE_M == 128 || (TILE_M == 192 && D <= 64), "128 query rows, or 192 up to D = 64");
   constexpr int CONSUMERS = sm90::CONSUMERS<TILE_M>;
-  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "key rows: the training tile's, or 112 at D = 192");
+  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "the training tile, 192 x 128 up to D = 64, 192 x 112 at 96, 128 x 112 "
+                                              "at 192");
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
   constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V

@@ -152,7 +152,7 @@ __device__ __forceinline__ long long chunk_offset(const RowOffset& row_offset, i
 // past g_tile) into a swizzled shared tile at shared address s_tile; rows >= rows_valid are zero-filled. THREADS
 // threads share the copy. Where a pass of the threads covers whole rows and a multiple of 8 of them (D = 64 and 128
 // with 128 threads), each thread keeps one chunk column and one row phase of the swizzle, so its shared offset only
-// advances by whole rows; otherwise (D = 192, 256) each 16-byte chunk's place is computed.
+// advances by whole rows; otherwise (D = 96, 192, 256) each 16-byte chunk's place is computed.
 template <int ROWS, int D, int THREADS, typename T, typename RowOffset>
 __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* g_tile, RowOffset row_offset,
                                                       int rows_valid, int tid) {
@@ -168,12 +168,13 @@ __device__ __forceinline__ void load_rows_sw128_async(unsigned s_tile, const T* 
       cp_async_16(dst + i * STEP * SW128_BYTES, g_tile + chunk_offset(row_offset, r, c, valid), valid);
     }
   } else {
-    static_assert(ROWS * CHUNKS % THREADS == 0, "whole passes");
+    constexpr bool WHOLE = ROWS * CHUNKS % THREADS == 0;  // else the last pass is partial (112 keys at D = 96)
 #pragma unroll 4
-    for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
+    for (int i = 0; i < (ROWS * CHUNKS + THREADS - 1) / THREADS; ++i) {
       const int idx = tid + i * THREADS, r = idx / CHUNKS, c = idx % CHUNKS;
       const bool valid = r < rows_valid;
-      cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + chunk_offset(row_offset, r, c, valid), valid);
+      if (WHOLE || idx < ROWS * CHUNKS)
+        cp_async_16(s_tile + sw128_offset<ROWS>(r, c), g_tile + chunk_offset(row_offset, r, c, valid), valid);
     }
   }
 }

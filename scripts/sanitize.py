@@ -78,12 +78,13 @@ for name, spec, dtype, D in cases:
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")
 os.environ.pop("MASKATTN_SM90", None)  # none set where the filter matched no case
-# forward-only plans at Hopper's larger tiles (fwd_sm90.cu: 192 rows, three consumers, at D <= 64; 112 keys at
-# D = 192): no mask, intervals, bits, both with a node order; split-KV and per-sample key bounds
+# forward-only plans at Hopper's larger tiles (fwd_sm90.cu: 192 rows, three consumers, at D <= 64, 192 x 112 at
+# D = 96, 128 x 112 at D = 192): no mask, intervals, bits, both with a node order; split-KV and per-sample key bounds
 bf16 = np.dtype(ml_dtypes.bfloat16)
 for spec, dtype, D in ((masks.full(n_q, n_k), np.float16, 64), (masks.causal(n_q, n_k), bf16, 64),
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 32), (dilated, bf16, 64),
-                       (graph, np.float16, 64), (masks.causal(n_q, n_k), bf16, 192),
+                       (graph, np.float16, 64), (masks.causal(n_q, n_k), bf16, 192), (graph, np.float16, 96),
+                       (masks.from_dense(rng.random((n_q, n_k)) < 0.3), bf16, 96),
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 192), (graph, bf16, 192)):
     plan = maskattn.compile_mask(spec, tile=cuda.tile_for(D, dtype, training=False))
     q = cp.asarray(rng.standard_normal((2, 4, spec.n_q, D)).astype(dtype))

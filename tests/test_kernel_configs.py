@@ -51,8 +51,9 @@ def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
 
 @pytest.mark.parametrize("head_dim", kernels.HEAD_DIMS)
 def test_forward_only_plans_take_the_larger_tile_where_it_exists(head_dim, hopper):
-    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 128 x 112 at D = 192 (its VALID_TILE)."""
-    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 192: (128, 112)}
+    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 192 x 112 at 96, 128 x 112 at 192 (its
+    VALID_TILE)."""
+    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 96: (192, 112), 192: (128, 112)}
     tile = kernels.tile_for(head_dim, "bfloat16", device=None, training=False)
     larger = kernels.SM90_FORWARD_TILES.get(head_dim)
     assert tile == (larger or kernels.tile_for(head_dim, "bfloat16", device=None))

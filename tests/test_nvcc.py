@@ -55,9 +55,10 @@ _SM90_TILE_192 = [  # fwd_sm90.cu's forward-only 192-row tile (three consumer wa
                                             ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
 
-_SM90_KEYS_112 = [  # fwd_sm90.cu's forward-only 128 x 112 tile at D = 192
-    ({"MASKATTN_DTYPE": "bf16_t", "MASKATTN_HEAD_DIM": 192, "MASKATTN_TILE_N": 112, "MASKATTN_MASK": mask}, True)
-    for mask in ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS")
+_SM90_KEYS_112 = [  # fwd_sm90.cu's forward-only tiles of 112 keys: 192 x 112 at D = 96, 128 x 112 at 192
+    ({"MASKATTN_DTYPE": "bf16_t", "MASKATTN_HEAD_DIM": d, "MASKATTN_TILE_M": m, "MASKATTN_TILE_N": 112,
+      "MASKATTN_MASK": mask}, True)
+    for (d, m), mask in itertools.product(((96, 192), (192, 128)), ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
 
 
@@ -68,9 +69,10 @@ def _with_perm(config):
             for mask in ("MASK_INTERVALS", "MASK_BITS")]
 
 
-_PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM, _SM90_KEYS_112_PERM = (
-    _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192,
-                                               _SM90_KEYS_112))
+_PERM, _BWD_PERM, _SM90_PERM, _SM90_PADDED_PERM, _SM90_WIDE_PERM, _SM90_TILE_192_PERM = (
+    _with_perm(configs[-1][0]) for configs in (_FWD_MAIN, _BWD_MAIN, _SM90, _SM90_PADDED, _SM90_WIDE, _SM90_TILE_192))
+_SM90_KEYS_112_PERM = [perm for config, _ in _SM90_KEYS_112 if config["MASKATTN_MASK"] == "MASK_BITS"
+                       for perm in _with_perm(config)]
 # bwd_sm90.cu's one pass, with the float32 and (MASKATTN_FIXED) the fixed-point dQ; its perm plans' producer spills
 # up to 8 bytes at D = 256 (the register budgets in bwd_sm90.cu say why), the only spills allowed
 _BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _SM90_WIDE + _SM90_PERM

@@ -181,7 +181,7 @@ def _resolve_plan(mask, B, H, n_q, n_k, tile) -> BlockMask:
 
 def _forward_plan(backend, mask, B, H, n_q, n_k, D, dtype) -> BlockMask:
     """The forward's plan. For a spec (or None), compiled for the training or decode tile, or for the backend's
-    forward-only tile (Hopper's 192 rows at D <= 64, 112 keys at D = 192) where the mask lists little more work there
+    forward-only tile (Hopper's 192 rows at D <= 96, 112 keys at D = 96 and 192) where the mask lists little more work
     (kernels.forward_plan_pays; both plans are cached on the spec, and the backward compiles the training one). A
     plan is taken as given, and so is a dense GPU mask's (planned on the device, its work is not read back)."""
     plan = _resolve_plan(mask, B, H, n_q, n_k, backend.tile_for(D, dtype, rows=n_q))
@@ -241,9 +241,9 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         (float16 / bfloat16: the CUDA kernels; torch in, torch out, no copies). All on one device, one dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
-        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 64 and D = 192 a
-        spec's forward takes a larger tile (``tile_for(..., training=False)``: 192 x 128, 128 x 112) where its plan
-        there lists at most 10% more work than the training tile's; a BlockMask runs at its own tile.
+        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 96 and D = 192 a
+        spec's forward takes a larger tile (``tile_for(..., training=False)``: 192 x 128, 192 x 112, 128 x 112)
+        where its plan there lists at most 10% more work than the training tile's; a BlockMask runs at its own tile.
     scale : float, optional
         Default ``1 / sqrt(D)``.
     return_lse : bool

@@ -67,7 +67,8 @@ def _hopper():
     return kernels.compute_capability(cp.cuda.Device().id) == "90" and kernels.sm90_enabled()
 
 
-@pytest.mark.parametrize("head_dim, dtype_name", [(64, "bfloat16"), (32, "float16"), (192, "float16")])
+@pytest.mark.parametrize("head_dim, dtype_name", [(64, "bfloat16"), (32, "float16"), (96, "bfloat16"),
+                                                  (192, "float16")])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_family_forward_only_tile(family, head_dim, dtype_name, rng):
     """Forward-only plans (tile_for(..., training=False)): on Hopper fwd_sm90.cu's larger tiles, 192 x 128 at
@@ -77,7 +78,7 @@ def test_family_forward_only_tile(family, head_dim, dtype_name, rng):
     assert (plan.tile == kernels.SM90_FORWARD_TILES[head_dim]) == _hopper()
 
 
-@pytest.mark.parametrize("D", [64, 192])
+@pytest.mark.parametrize("D", [64, 96, 192])
 @pytest.mark.parametrize("num_splits, pack, bounded, layout", [
     (3, 1, False, "bnhd"), (1, 4, False, "bhnd"), (2, 1, True, "bhnd"), (1, 1, True, "bnhd"), (5, 2, True, "bhnd"),
 ])

@@ -13,17 +13,15 @@
 # 2.17; NCCL_CTA_POLICY efficiency / zero-CTA in newer NCCL), so the last lines below time both paths' steps again with
 # NCCL on at most 4 CTAs; if the overlapped step then beats the packed one, document the setting, and weigh it at 4
 # ranks (where the forward's all-to-all is exposed: 8 ms a step of causal's 122 at 128K, (k)).
-# Then on nvidia-h200 (FA4 by two calls, ../shared/peers/fa4-wheels.sh): the bench at D = 192 against the peers
-# (`python -m maskattn bench --n 8192 --heads 16 --head-dim 192 --backward --peers flex flex_flash fa4`): (m) moved
-# D = 192's forward-only tile to 128 x 112 after its last bench (at 96 keys: full 1.02x FA4, 1.015x Flex FLASH);
-# in turns 112 keys took 0.98x 96's time, so full should sit level with FA4 and Flex FLASH. Confirm it.
-# Prepared ((m), host-checked only): D = 96 at a forward-only 128 x 160 tile, docs/bench/next/d96_keys160.patch and
-# its one-call script d96_keys160.sh (nvidia-h200; apply the patch first). Leads ((m)): D = 256 at 80 keys
-# misses shared memory by 704 bytes, of which the 1 KB alignment slack is one (the extern array is declared
-# __align__(1024): measure whether the dynamic base is aligned already); the vote on O's rescale is dead (2-8% slower).
-# Leads ((l)): D = 96 trails FA4 / Flex FLASH by 12% dense (FA4: 192 x 144 tiles at 96; ours 128 x 128); the dense
-# plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms
-# beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
+# Then on nvidia-h200: (n) benched D = 192 at 112 keys (full level with Flex FLASH, 1.01x FA4) and moved D = 96's
+# forward-only tile to 192 x 112 (full 1.02x Flex FLASH, causal 1.04x FA4); 128 x 160 at D = 96 and 192 x 80 / 64 at
+# D = 128 measured slower and dropped. Leads ((n)): D = 96's remaining 2.4% on full: FlashAttention-3 takes 192 x 144
+# there with P through shared memory (its MmaPV_is_RS false), which frees P's registers for S (ours holds P in
+# registers: 192 x 128 spills 144 bytes at 160 registers); D = 64 at 192 x 144 spills 96 bytes, 192 x 160 224.
+# D = 256 at 80 keys misses shared memory by 704 bytes, of which the 1 KB alignment slack is one (the extern array
+# is declared __align__(1024): measure whether the dynamic base is aligned already); the vote on O's rescale is dead
+# (2-8% slower, (m)).
+# Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
 source scripts/gpu_install.sh || exit 1

@@ -51,10 +51,12 @@ SM90_SMEM_OPTIN = 232448  # bytes of shared memory a block may opt into on sm_90
 SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n(head_dim) tiles
 # fwd_sm90.cu's forward-only tiles by head dim; the backward's kernels take the training tiles, so plans for
 # training keep those. Up to D = 64, 192 query rows: three consumer warpgroups (FlashAttention-3 and -4 take it
-# there). At D = 192, 112 keys where the training tile takes 64 (FlashAttention-3's): 0.86x the time on full and
-# causal masks at 8k (H200, in turns; 96 keys 0.88-0.89x; docs/performance.md, 2026-11-29 (m)).
+# there); at D = 96, 192 x 112 (three consumers fit 112 keys without spills): 0.91-0.92x the time of 128 x 128 on
+# full, causal, documents and shared_question at 16k (H200, in turns; 128 x 160 1.01-1.05x; docs/performance.md,
+# 2026-11-29 (n)). At D = 192, 112 keys where the training tile takes 64 (FlashAttention-3's): 0.86x the time on
+# full and causal masks at 8k (96 keys 0.88-0.89x, (m)).
 SM90_TILE_192 = (192, 128)
-SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 192: (128, 112)}
+SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 96: (192, 112), 192: (128, 112)}
 # How much more work (query rows x key columns of the listed tiles) a plan at a forward-only tile may carry than the
 # training tile's for the forward over it to be taken: the 192-row tile ran 0.88-0.93x the 128-row one's time
 # where it lists 1.01-1.03x the work (full, causal, documents), 0.92-0.98 at 1.11-1.12x (sliding windows, an RCM
@@ -155,9 +157,9 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     training : bool, default True
         False: a plan for the forward only (inference), whose tile may be larger where the device's forward has a
         faster one (``SM90_FORWARD_TILES``): on Hopper at head dims 32 and 64, 192 x 128 (a third more query rows
-        per CTA share each K and V tile); at 192, 128 x 112 (1.75x the keys a step). The backward refuses
-        such plans. Where a mask's structure is finer than the larger tile it lists more work (BigBird's 64-token
-        blocks: 1.3x at 192 rows, 16k) and can be slower: ``forward_plan_pays`` is the rule
+        per CTA share each K and V tile); at 96, 192 x 112; at 192, 128 x 112 (1.75x the keys a step). The
+        backward refuses such plans. Where a mask's structure is finer than the larger tile it lists more work
+        (BigBird's 64-token blocks: 1.3x at 192 rows, 16k) and can be slower: ``forward_plan_pays`` is the rule
         ``maskattn.attention`` applies to a spec's two plans.
     """
     head_dim = check_head_dim(head_dim)
