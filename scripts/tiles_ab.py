@@ -5,9 +5,10 @@ medians_in_turns): the way to weigh a forward-only tile against the training til
     python3 scripts/tiles_ab.py --head-dim 192 --tiles 128x64 128x96 128x112 [--workloads full causal] [--n 8192]
                                 [--heads 16] [--rounds 3]
 
-The first tile is the baseline (usually the training tile, ``tile_for(D, dtype)``). Each other tile is made the head
-dim's forward-only tile (``kernels.SM90_FORWARD_TILES[D]``) while its launch is built, so fwd_sm90.cu runs it; the
-kernel's ``VALID_TILE`` must admit it. The launches are cached with their plans, so later calls reuse them. Prints,
+The first tile is the baseline (the training tile, ``tile_for(D, dtype)``, or any other). Each tile is made the head
+dim's forward-only tile (``kernels.SM90_FORWARD_TILES[D]``) before each of its calls, since the launch check reads it
+on every call, so fwd_sm90.cu runs it; the kernel's ``VALID_TILE`` must admit it. The launches are cached with their
+plans, so later calls reuse them. Prints,
 per workload, each tile's median per round and its time over the baseline's (medians over rounds); bf16, B = 1.
 Timings only: tests/gpu checks correctness.
 """
@@ -48,12 +49,14 @@ def main():
         q, k, v = inputs(3, (1, args.heads, args.n, D), np.dtype(ml_dtypes.bfloat16), np.random.default_rng(0))
         calls = {}
         for tile in tiles:
-            if tile != tiles[0]:
-                kernels.SM90_FORWARD_TILES[D] = tile
             plan = compile_mask(spec, tile=tile)
             out = cp.empty_like(q)
-            cuda.forward(q, k, v, plan, scale, out=out)  # builds the launch while the tile is listed
-            calls[tile] = lambda plan=plan, out=out: cuda.forward(q, k, v, plan, scale, out=out)
+
+            def call(tile=tile, plan=plan, out=out):  # the launch check reads the listed tile on every call
+                kernels.SM90_FORWARD_TILES[D] = tile
+                cuda.forward(q, k, v, plan, scale, out=out)
+            call()
+            calls[tile] = call
         rounds = [medians_in_turns(calls) for _ in range(args.rounds)]
         medians = {tile: float(np.median([r[tile] for r in rounds])) for tile in tiles}
         print(f"| {workload} | " + " | ".join(" / ".join(f"{r[tile]:.3f}" for r in rounds) for tile in tiles) + " | "
