@@ -17,7 +17,9 @@
 # forward-only tile to 192 x 112 (full 1.02x Flex FLASH, causal 1.04x FA4); 128 x 160 at D = 96 and 192 x 80 / 64 at
 # D = 128 measured slower and dropped. Leads ((n)): D = 96's remaining 2.4% on full: FlashAttention-3 takes 192 x 144
 # there with P through shared memory (its MmaPV_is_RS false), which frees P's registers for S (ours holds P in
-# registers: 192 x 128 spills 144 bytes at 160 registers); D = 64 at 192 x 144 spills 96 bytes, 192 x 160 224.
+# registers: 192 x 128 spills 144 bytes at 160 registers and ran 1.65-1.85x slower, as D = 64's spilling 192 x 144
+# and 192 x 160 did, 1.47-1.74x, (n) call 7). P in shared memory does not fit beside D = 96's padded 128-column
+# tiles at 192 x 144 (Q 48 KB + K/V 144 KB + P 54 KB > 227 KB): it needs 96-column (64-byte swizzle) tiles too.
 # D = 256 at 80 keys misses shared memory by 704 bytes, of which the 1 KB alignment slack is one (the extern array
 # is declared __align__(1024): measure whether the dynamic base is aligned already); the vote on O's rescale is dead
 # (2-8% slower, (m)).
