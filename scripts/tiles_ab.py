@@ -8,9 +8,8 @@ medians_in_turns): the way to weigh a forward-only tile against the training til
 The first tile is the baseline (the training tile, ``tile_for(D, dtype)``, or any other). Each tile is made the head
 dim's forward-only tile (``kernels.SM90_FORWARD_TILES[D]``) before each of its calls, since the launch check reads it
 on every call, so fwd_sm90.cu runs it; the kernel's ``VALID_TILE`` must admit it. The launches are cached with their
-plans, so later calls reuse them. Prints,
-per workload, each tile's median per round and its time over the baseline's (medians over rounds); bf16, B = 1.
-Timings only: tests/gpu checks correctness.
+plans, so later calls reuse them. Prints, per workload, each tile's median per round and its time over the
+baseline's (medians over rounds); bf16, B = 1. Timings only: tests/gpu checks correctness.
 """
 import argparse
 import os

@@ -72,8 +72,9 @@ def _hopper():
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_family_forward_only_tile(family, head_dim, dtype_name, rng):
     """Forward-only plans (tile_for(..., training=False)): on Hopper fwd_sm90.cu's larger tiles, 192 x 128 at
-    D <= 64 (three consumer warpgroups) and 128 x 112 at D = 192 (bit tiles whose rows begin mid-word); GQA, odd
-    lengths, node orders and both payloads come with the families."""
+    D <= 64 (three consumer warpgroups), 192 x 112 at D = 96 (node orders' gathered key rows in a partial last pass)
+    and 128 x 112 at D = 192 (bit tiles whose rows begin mid-word); GQA, odd lengths, node orders and both payloads
+    come with the families."""
     plan = _run(FAMILIES[family](rng), rng, dtype_name, head_dim, training=False)
     assert (plan.tile == kernels.SM90_FORWARD_TILES[head_dim]) == _hopper()
 
