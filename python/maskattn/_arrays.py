@@ -150,8 +150,8 @@ def ingest(**arrays):
         The inputs live on different devices (each input's device is named).
     """
     views, devices = {}, {}
-    default_stream = _torch_default_stream() if any(type(x).__module__.startswith("torch") for x in
-                                                   arrays.values()) else None
+    from_torch = any(type(x).__module__.startswith("torch") for x in arrays.values())
+    default_stream = _torch_default_stream() if from_torch else None
     for name, x in arrays.items():
         views[name], devices[name] = _import(name, x, default_stream)
     if len(set(devices.values())) > 1:

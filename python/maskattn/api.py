@@ -116,8 +116,8 @@ def _check_cache_seqlens(backend, lens, B: int, n_k: int):
                          f"{lens.dtype} {tuple(lens.shape)}")
     if backend.cuda:
         if lens.dtype != np.int32 or (B > 1 and lens.strides != (4,)):
-            raise ValueError(f"cache_seqlens must be a contiguous int32 array on the GPU (as flash_attn_with_kvcache's); "
-                             f"got {lens.dtype} with strides {lens.strides}")
+            raise ValueError("cache_seqlens must be a contiguous int32 array on the GPU (as "
+                             f"flash_attn_with_kvcache's); got {lens.dtype} with strides {lens.strides}")
         return lens
     if lens.size and (lens.min() < 0 or lens.max() > n_k):
         raise ValueError(f"cache_seqlens must lie in [0, n_k={n_k}]; got [{lens.min()}, {lens.max()}]")
@@ -237,8 +237,9 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     ----------
     q : array (B, H, n_q, D) for layout "bhnd", (B, n_q, H, D) for "bnhd"
     k, v : arrays (B, Hk, n_k, D) / (B, n_k, Hk, D); ``H % Hk == 0`` (GQA / MQA)
-        NumPy (float32 / float64: the CPU kernels, threads as ``backends.cpu.threads``), CuPy or CUDA DLPack tensors such as torch
-        (float16 / bfloat16: the CUDA kernels; torch in, torch out, no copies). All on one device, one dtype.
+        NumPy (float32 / float64: the CPU kernels, threads as ``backends.cpu.threads``), CuPy or CUDA DLPack tensors
+        such as torch (float16 / bfloat16: the CUDA kernels; torch in, torch out, no copies). All on one device, one
+        dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
         full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 96 and D = 192 a

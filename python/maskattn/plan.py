@@ -171,7 +171,8 @@ class BlockMask:
 
     @functools.cached_property
     def entry_rows(self) -> np.ndarray:
-        """int64 (nnz,): the query block of each forward entry (entries of group g: ``row_ptr[g, 0]:row_ptr[g, -1]``)."""
+        """int64 (nnz,): the query block of each forward entry (entries of group g:
+        ``row_ptr[g, 0]:row_ptr[g, -1]``)."""
         per_row = np.diff(self.row_ptr, axis=1).ravel()
         return np.repeat(np.tile(np.arange(self.n_mblocks), self.groups), per_row)
 
@@ -300,4 +301,3 @@ class BlockMask:
             return np.array_equal(self.intervals, other.intervals)
         partial = self.kind == PARTIAL
         return np.array_equal(self.bit_pool[self.payload_idx[partial]], other.bit_pool[other.payload_idx[partial]])
-

@@ -214,7 +214,7 @@ def document(lengths, *, causal: bool = True, prefix=None, n: int | None = None)
     prefixes = prefix if nested and prefix is not None else [prefix] * len(samples)
     if len(prefixes) != len(samples):
         raise ValueError(f"prefix has {len(prefixes)} samples for {len(samples)} samples of lengths")
-    return _from_samples([_document_spans(l, causal_inside=causal, prefix=p) for l, p in zip(samples, prefixes)],
+    return _from_samples([_document_spans(s, causal_inside=causal, prefix=p) for s, p in zip(samples, prefixes)],
                          n, "documents")
 
 
@@ -301,7 +301,6 @@ def from_intervals(startend_row_indices, causal: bool = False, *, n_q: int | Non
     n_q = n_k if n_q is None else _positive_int("n_q", n_q)
     flat = _maskprep.normalize_intervals(se.reshape(B * H, n_k, C), n_q, bool(causal))
     return IntervalMask(flat.reshape(B, H, n_k, 4), n_q)
-
 
 
 def longformer(n: int, window: int, *, global_tokens: int = 0, dilation: int = 1) -> IntervalMask:

@@ -196,8 +196,8 @@ def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic
     do : cupy.ndarray (B, H, n_q, D)
         Gradient of the loss with respect to ``out``; q's dtype.
     q, k, v, plan, scale :
-        As given to :func:`maskattn.backends.cuda.fwd` (float16 or bfloat16, logical "bhnd" views with the last dimension
-        contiguous and 16-byte aligned strides; the plan compiled with ``tile_for(D, dtype)``).
+        As given to :func:`maskattn.backends.cuda.fwd` (float16 or bfloat16, logical "bhnd" views with the last
+        dimension contiguous and 16-byte aligned strides; the plan compiled with ``tile_for(D, dtype)``).
     out : cupy.ndarray (B, H, n_q, D)
         The forward's output.
     lse : cupy.ndarray (B, H, n_q), float32

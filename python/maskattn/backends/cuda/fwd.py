@@ -150,13 +150,13 @@ class _ForwardLaunch:
             self.sm90 = uses_sm90(head_dim, tile, self.device_id)
             if self.sm90:
                 self.kernel, self.smem, _ = sm90_kernel(ctype, head_dim, MASK_MODES[plan.payload], self.device_id,
-                                                         plan.perm is not None, tuple(tile))
+                                                        plan.perm is not None, tuple(tile))
                 threads = sm90_threads(tile[0])
             else:
                 config = fwd_configs(head_dim, self.device_id)[tile]
                 threads = config[2] * 32
                 self.kernel, self.smem = fwd_kernel(ctype, head_dim, config, MASK_MODES[plan.payload],
-                                                     self.device_id, plan.perm is not None)
+                                                    self.device_id, plan.perm is not None)
             ctas = plan.n_mblocks * B * (H // pack)
             if num_splits is None:
                 # a plan built on the device is not read back for this: its rows are at most n_nblocks long
@@ -219,4 +219,3 @@ class _ForwardLaunch:
             self.fwd(stream, q, k, v, out, lse, o_part, lse_part, key_lens)
             if self.num_splits > 1:
                 self.combine(stream, o_part, lse_part, out, lse)
-

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..._arrays import cupy_or_none, torch_view
 
+
 class CupyIO:
     """What a prepared CUDA call does to the caller's arrays, for CuPy arrays: their signature (what a prepared call
     depends on besides the data), device addresses, allocations like them, the stream to launch on."""

@@ -194,7 +194,6 @@ def sm90_forward_tile(head_dim: int, device: int | None):
     return tile if tile is not None and uses_sm90(head_dim, tile, device) else None
 
 
-
 def cached_per_sources(build):
     """``functools.lru_cache`` over a kernel builder, keyed also by ``MASKATTN_KERNEL_SOURCES``: kernels built from
     another folder of sources are cached apart from the installed ones, so that one process can switch between
@@ -264,7 +263,7 @@ def nvrtc_options(src) -> tuple:
 
 @cached_per_sources
 def fwd_kernel(ctype: str, head_dim: int, config: tuple[int, int, int, int], mask_mode: str, device_id: int,
-                perm: bool = False):
+               perm: bool = False):
     kernel = _fwd_module_function(fwd_kernel_name(ctype, head_dim, config, mask_mode, perm))
     smem = fwd_smem_bytes(head_dim, config)
     if smem > 48 * 1024:
@@ -370,8 +369,6 @@ def _fwd_module_function(name: str):
     return module.get_function(name)
 
 
-
 @functools.lru_cache(maxsize=None)
 def multiprocessors(device_id: int) -> int:
     return int(import_cupy().cuda.Device(device_id).attributes["MultiProcessorCount"])
-

@@ -1,6 +1,6 @@
 """CUDA backend: what every kernel launch shares. The checks of arrays, plan and tile against the kernels
-(:func:`check_launch`, :func:`element_strides`) that CuPy would pass blindly, and :class:`Launcher`, a kernel with its fixed
-arguments converted once.
+(:func:`check_launch`, :func:`element_strides`) that CuPy would pass blindly, and :class:`Launcher`, a kernel with its
+fixed arguments converted once.
 """
 
 from __future__ import annotations
@@ -81,7 +81,6 @@ def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, forwa
         raise ValueError(f"the plan was compiled for tile {plan.tile}; the kernels for head_dim {head_dim} and "
                          f"{q.dtype} use {tile}{also}: compile_mask(spec, tile=tile_for(head_dim, dtype))")
     return ctype, plan.tile, scale
-
 
 
 class Launcher:
