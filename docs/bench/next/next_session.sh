@@ -21,7 +21,8 @@
 # and 192 x 160 did, 1.47-1.74x, (n) call 7). P in shared memory does not fit beside D = 96's padded 128-column
 # tiles at 192 x 144 (Q 48 KB + K/V 144 KB + P 54 KB > 227 KB): it needs 96-column (64-byte swizzle) tiles too.
 # D = 256 at 80 keys misses shared memory by 704 bytes, of which the 1 KB alignment slack is one (the extern array
-# is declared __align__(1024): measure whether the dynamic base is aligned already); the vote on O's rescale is dead
+# is declared __align__(1024): measure whether the dynamic base is aligned already; even then a node order's row
+# tables do not fit, 232,128 + 1,152 > 232,448 bytes, so such plans would keep 64 keys); the vote on O's rescale is dead
 # (2-8% slower, (m)).
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
