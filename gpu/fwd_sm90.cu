@@ -3,9 +3,10 @@
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N tiles,
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
-// is 128, or 192 at D <= 64; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 192.
-// The training tiles are 128 x TILE_N<D>; the 192-row and the 112-key ones are for forward-only plans (the
-// backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64 consumers:
+// is 128, or 192 at D <= 96; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 96
+// and 192 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
+// forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64
+// consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
