@@ -89,12 +89,13 @@ constexpr int THREADS = 384;
 // RUNS: FlashAttention-3's non-causal D = 128 step (FlashAttention-4 takes it too; its 80-row steps made its backward
 // 4.5% faster than its 64-row ones on dense 16k D = 128, H200, performance.md 2026-11-28 (i)): 80 rows, which the
 // plan's 128-row query blocks do not divide, so the walk takes runs of consecutive query blocks (RUNS) and cuts a
-// step where a run ends; dQ is computed transposed (dQ^T = K^T dS^T, M = D: wgmma's M is 64). Plans without bit
+// step where a run ends; dQ is computed transposed (dQ^T = K^T dS^T, M = DS: wgmma's M is 64). Plans without bit
 // tiles, node order or fixed point: the tiles' and dQ staging's shared memory leave no room for bit tiles or dQ
 // exponents, and a row table would not fit. Interval masks apply to any rows: a step is partial where one of its
-// blocks is.
+// blocks is. At D = 96 (the padded tiles take D = 128's shared memory) only plans without partial tiles: there 80
+// rows took 0.97x the time of 64 on full 16k, but 1.03x on causal and 1.02x on doc_causal (2026-11-29 (o)).
 template <int D, int MASK, bool PERM, bool FIXED>
-constexpr bool RUNS = D == 128 && MASK != MASK_BITS && !PERM && !FIXED;
+constexpr bool RUNS = ((D == 128 && MASK != MASK_BITS) || (D == 96 && MASK == MASK_NONE)) && !PERM && !FIXED;
 template <int D, bool R = false>
 constexpr int STEP_ROWS = R ? 80 : SW128_COLUMNS<D> == 64 ? 128 : 64;
 // How the consumers share a step's dQ. At 128 rows each takes 64 of them over D columns (m64nD products over the
@@ -197,7 +198,7 @@ __device__ __forceinline__ void wgmma_ss_columns(float (&acc)[DS / 16][4], unsig
   if constexpr (F1 > 0) wgmma_ss<T, TA, 1>(fragments<F0, F1>(acc), a, Cols::at(b, rows, 1, c) + b_step, scale_d);
 }
 
-// RUNS: the dQ accumulator in rows of the padded query rows (b * heads + h) * n_q_pad + row, of D = 128 values in
+// RUNS: the dQ accumulator in rows of the padded query rows (b * heads + h) * n_q_pad + row, of DS = 128 values in
 // the order the consumers stage them: consumer c's dQ^T fragment j (of m64n80: its columns 16 warp + g and 8 more,
 // step rows 8 j + 2 t and one more) goes to 8-byte unit 32 c + ((8 warp + g) ^ (4 t)) of the row, column 16 warp +
 // g the unit's first value and its + 8 the second. A step's 80 rows are then one contiguous run of the accumulator
@@ -313,7 +314,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // where consumer c's dQ chunk of step chunk y (the step's here.y) lands in dq_accum (DqChunk order; RUNS: the
   // step's first row, both consumers' halves, y its accumulator row / 16, DqRows order)
   auto accum_chunk = [&](long long y, int c) {
-    if constexpr (R) return reinterpret_cast<typename Dq::type*>(dq_accum) + y * 16 * D;
+    if constexpr (R) return reinterpret_cast<typename Dq::type*>(dq_accum) + y * 16 * DS;
     return reinterpret_cast<typename Dq::type*>(dq_accum) + DqChunk<DQ_COLUMNS<D>>::offset(2 * y + c, 0, 0);
   };
   // a step's rows (from row0) of the bit tile payload in the pool
@@ -512,7 +513,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
           if (chunk < 0) {
             end = true;
           } else if (!R || c == 1) {
-            bulk_reduce_add(accum_chunk(chunk, c), sdQ + (R ? 0 : c * DQB), R ? dq_slots[3] * D * 4 : DQB);
+            bulk_reduce_add(accum_chunk(chunk, c), sdQ + (R ? 0 : c * DQB), R ? dq_slots[3] * DS * 4 : DQB);
             bulk_commit();
           }
         }
@@ -781,8 +782,8 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
 #pragma unroll
         for (int j = 0; j < DQ_FRAGMENTS; ++j) {
           const int row = 8 * j + 2 * t_lane;
-          *reinterpret_cast<float2*>(staged + row * D + at) = make_float2(acc_dq[j][0], acc_dq[j][2]);
-          *reinterpret_cast<float2*>(staged + (row + 1) * D + at) = make_float2(acc_dq[j][1], acc_dq[j][3]);
+          *reinterpret_cast<float2*>(staged + row * DS + at) = make_float2(acc_dq[j][0], acc_dq[j][2]);
+          *reinterpret_cast<float2*>(staged + (row + 1) * DS + at) = make_float2(acc_dq[j][1], acc_dq[j][3]);
         }
       } else {
 #pragma unroll
@@ -893,7 +894,7 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
   const float unit = FIXED ? scale * exp2_int(-dq_exp[(long long)bh * n_q_pad + row]) : scale;
   unsigned packed[4];
   if constexpr (R) {
-    const float* accum_row = dq_accum + ((long long)bh * n_q_pad + row) * D;
+    const float* accum_row = dq_accum + ((long long)bh * n_q_pad + row) * DS;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       packed[t] = Dtype<T>::pack(accum_row[DqRows::offset(row, col + 2 * t)] * unit,

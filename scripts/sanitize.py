@@ -59,6 +59,7 @@ cases = [
     # no bit tiles at head dim 128: the one pass's 80-row steps over runs of query blocks (bwd_sm90.cu's RUNS)
     ("intervals, head dim 128, one pass (atomic dQ), 80-row runs", masks.causal(n_q, n_k), np.float16, 128),
     ("none, head dim 128, one pass (atomic dQ), 80-row runs", None, np.dtype(ml_dtypes.bfloat16), 128),
+    ("none, head dim 96, one pass (atomic dQ), 80-row runs", None, np.float16, 96),
     ("documents of whole blocks, one pass (atomic dQ), 80-row runs", masks.document([128, 72], causal=False),
      np.float16, 128),
 ]

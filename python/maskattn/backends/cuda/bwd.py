@@ -81,8 +81,9 @@ def bwd_smem_bytes(head_dim: int, tile, deterministic: bool = True) -> tuple[int
 def sm90_runs(head_dim: int, mask_mode: str, perm: bool, deterministic: bool) -> bool:
     """RUNS<D, MASK, PERM, FIXED> of bwd_sm90.cu: 80-row steps over runs of consecutive query blocks, dQ computed
     transposed (FlashAttention-3's non-causal D = 128 step), for plans without bit tiles or node order, not in fixed
-    point."""
-    return head_dim == 128 and mask_mode != "MASK_BITS" and not perm and not deterministic
+    point; at D = 96 for plans without partial tiles only."""
+    return (((head_dim == 128 and mask_mode != "MASK_BITS") or (head_dim == 96 and mask_mode == "MASK_NONE"))
+            and not perm and not deterministic)
 
 
 def sm90_step_rows(head_dim: int, runs: bool = False) -> int:
