@@ -24,6 +24,11 @@
 # is declared __align__(1024): measure whether the dynamic base is aligned already; even then a node order's row
 # tables do not fit, 232,128 + 1,152 > 232,448 bytes, so such plans would keep 64 keys); the vote on O's rescale is dead
 # (2-8% slower, (m)).
+# (o): D = 96's backward takes the 80-row runs on plans without partial tiles (full fwd+bwd 1.08x FA4, was 1.15x);
+# measured and dropped: 80 rows on D = 96's interval plans (1.02-1.03x), D = 96's dQ split 48 + 48 (no gain but
+# deterministic 0.98x), D = 128 forward at 128 x 176 / 128 x 160 (0.98-1.17x, no direction). Left at D = 192: the
+# backward is 1.2x FA4's (FA4: 64 x 96 steps, one dO and one P/dS stage; ours 64-key blocks, as the 128 x 64 training
+# tile; 96-key blocks do not fit our two-stage shared layout, 264 KB).
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
