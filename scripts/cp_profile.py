@@ -95,7 +95,8 @@ def _timeline(prof):
     t0 = step["ts"]
     gpu = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
                   and e["ts"] >= t0), key=lambda e: e["ts"])
-    lines, busy_until = [f"host step {step['dur'] / 1e3:.3f} ms; start, end, gap before (ms), stream, GPU activity"], None
+    header = f"host step {step['dur'] / 1e3:.3f} ms; start, end, gap before (ms), stream, GPU activity"
+    lines, busy_until = [header], None
     for e in gpu:
         start, end = (e["ts"] - t0) / 1e3, (e["ts"] + e["dur"] - t0) / 1e3
         gap = "" if busy_until is None else f"{max(0.0, start - busy_until):.3f}"
@@ -151,8 +152,8 @@ def profile(name, n, split, device, trace, H=16, D=128, dtype=torch.bfloat16):
     # the exchange alone
     send = token_major(kl, vl, plan_index(sharded, "send", device))
     if sharded.send_tokens.any():
-        row["all-to-all K/V"] = _ms(lambda: wait(all_to_all(send, sharded.send_tokens[rank],
-                                                              sharded.send_tokens[:, rank], None, "kv")[1]), True)
+        row["all-to-all K/V"] = _ms(lambda: wait(all_to_all(
+            send, sharded.send_tokens[rank], sharded.send_tokens[:, rank], None, "kv")[1]), True)
         row["MiB out"] = send.numel() * send.element_size() / 2 ** 20
     for overlap in (False, True):
         label = f"cp {'overlap' if overlap else 'packed'} step"

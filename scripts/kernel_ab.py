@@ -116,7 +116,7 @@ def time_cases(sides: dict, rounds: int, backward: bool, only: str, every_determ
                 times[side].setdefault(label, []).append(ms)
         # each case's times as they come, so that a run cut short by a time limit keeps what it measured
         print(label, json.dumps({side: times[side][label] for side in sides}), file=sys.stderr, flush=True)
-        del q, k, v, do, out, lse, calls
+        q = k = v = do = out = lse = calls = None  # the closures hold them: release before freeing the pool
         cp.get_default_memory_pool().free_all_blocks()
     return times
 

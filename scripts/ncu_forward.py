@@ -68,6 +68,7 @@ def fa4(d, n, h, tile, causal, window=None, backward=False, causal_tile=False):
     if backward:  # its forward once, for O and the LSE the backward reads
         out, lse = interface._flash_attn_fwd(q, k, v, softmax_scale=d ** -0.5, causal=causal, return_lse=True)[:2]
         dout = torch.randn_like(out)
+
         def bwd():
             return interface._flash_attn_bwd(q, k, v, out, dout, lse, d ** -0.5, causal)
 

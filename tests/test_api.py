@@ -86,8 +86,6 @@ def test_float32_runs_in_float32():
     assert out.dtype == np.float32
 
 
-
-
 def test_torch_cpu_tensors_in_torch_out():
     torch = pytest.importorskip("torch")
     q, k, v = (torch.from_numpy(x) for x in qkv(seed=10))
@@ -109,16 +107,19 @@ def _call(**over):
     ({"layout": "nhd"}, ValueError, "layout must be one of"),
     ({"k": np.zeros((1, 3, 8, 8))}, ValueError, "k and v must have the same shape"),
     ({"k": np.zeros((1, 3, 8, 8)), "v": np.zeros((1, 3, 8, 8))}, ValueError, "4 heads and k/v 3"),
-    ({"k": np.zeros((1, 2, 8, 4)), "v": np.zeros((1, 2, 8, 4))}, ValueError, "head_dim 4; q has batch 1 and head_dim 8"),
+    ({"k": np.zeros((1, 2, 8, 4)), "v": np.zeros((1, 2, 8, 4))}, ValueError,
+     "head_dim 4; q has batch 1 and head_dim 8"),
     ({"q": np.zeros((1, 4, 8, 8), np.float16)}, TypeError, "one dtype"),
     ({"q": np.zeros((1, 4, 8, 8), np.float16), "k": np.zeros((1, 2, 8, 8), np.float16),
       "v": np.zeros((1, 2, 8, 8), np.float16)}, TypeError, "float16; the CPU backend supports float32, float64"),
     ({"q": np.zeros((1, 4, 8, 8), np.int64), "k": np.zeros((1, 2, 8, 8), np.int64),
       "v": np.zeros((1, 2, 8, 8), np.int64)}, TypeError, "int64"),
     ({"q": [[1.0]]}, TypeError, "q must be a NumPy array, a CuPy array or a DLPack tensor"),
-    ({"mask": masks.causal(9)}, ValueError, r"mask has shape \(B=1, H=1, n_q=9, n_k=9\); attention has B=1, H=4, n_q=8"),
+    ({"mask": masks.causal(9)}, ValueError,
+     r"mask has shape \(B=1, H=1, n_q=9, n_k=9\); attention has B=1, H=4, n_q=8"),
     ({"mask": masks.from_dense(np.ones((3, 1, 8, 8), bool))}, ValueError, "mask has shape"),
-    ({"mask": np.ones((8, 8), bool)}, TypeError, r"mask must be None, a spec.*; for a boolean array use maskattn.masks.from_dense\(mask\)"),
+    ({"mask": np.ones((8, 8), bool)}, TypeError,
+     r"mask must be None, a spec.*; for a boolean array use maskattn.masks.from_dense\(mask\)"),
     ({"scale": float("nan")}, ValueError, "scale must be finite"),
     ({"q": np.full((1, 4, 8, 8), np.inf)}, ValueError, "q holds inf or NaN"),
     ({"v": np.full((1, 2, 8, 8), np.nan)}, ValueError, "v holds inf or NaN"),

@@ -37,7 +37,8 @@ def test_docs_have_host_programs():
     assert {"README.md", "graphs.md"} <= names, f"expected the quick start and the graph examples; found {names}"
 
 
-@pytest.mark.parametrize("doc, source", [pytest.param(*p, id=f"{p[0].name}-{i}") for i, p in enumerate(_host_programs())])
+@pytest.mark.parametrize("doc, source",
+                         [pytest.param(*p, id=f"{p[0].name}-{i}") for i, p in enumerate(_host_programs())])
 def test_doc_program(doc, source):
     """Runs, and each ``print(...)  # <number> ...`` prints that number: the docs' claims stay true."""
     stdout = io.StringIO()

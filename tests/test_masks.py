@@ -28,7 +28,8 @@ def test_causal(n_q, n_k):
 
 
 @pytest.mark.parametrize("n_q,n_k,left,right,sinks", [
-    (60, 60, 7, 0, 0), (60, 60, 7, 3, 4), (30, 75, 10, 0, 5), (75, 30, 4, 2, 2), (40, 40, 0, 0, 40), (40, 40, None, 5, 0),
+    (60, 60, 7, 0, 0), (60, 60, 7, 3, 4), (30, 75, 10, 0, 5), (75, 30, 4, 2, 2), (40, 40, 0, 0, 40),
+    (40, 40, None, 5, 0),
 ])
 def test_sliding_window(n_q, n_k, left, right, sinks):
     s = n_k - n_q
@@ -408,7 +409,8 @@ def test_builder_errors(build, match):
 
 
 @pytest.mark.parametrize("n_q, lengths, n_k, left, sinks", [
-    (4, [4, 9, 17, 6], 17, 5, 2), (4, [4, 9, 17, 6], 17, None, 0), (6, [2, 3, 30], 30, 0, 1), (6, [2, 3, 30], 30, 40, 0),
+    (4, [4, 9, 17, 6], 17, 5, 2), (4, [4, 9, 17, 6], 17, None, 0), (6, [2, 3, 30], 30, 0, 1),
+    (6, [2, 3, 30], 30, 40, 0),
     (1, [1, 64, 33], 64, 7, 3), (9, [5, 9, 12], 12, 2, 20),
 ])
 def test_kv_cache_per_sample_lengths(n_q, lengths, n_k, left, sinks):

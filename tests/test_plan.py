@@ -229,7 +229,8 @@ def test_sparse_path_matches_dense_path():
 
     adj = sp.random(300, 300, density=0.02, random_state=3, format="csr") != 0
     spec = masks.from_graph(adj, reorder=None)
-    assert maskattn.compile_mask(spec, (32, 48)).equals(maskattn.compile_mask(masks.from_dense(adj.toarray()), (32, 48)))
+    dense = masks.from_dense(adj.toarray())
+    assert maskattn.compile_mask(spec, (32, 48)).equals(maskattn.compile_mask(dense, (32, 48)))
 
 
 def test_plans_are_cached_per_tile():

@@ -44,8 +44,8 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.maskattn.attention.default, (q, k, v, handle, 0.35, "bhnd"))
     out, lse = torch.ops.maskattn.attention(q, k, v, handle, 0.35, "bhnd")
     torch.library.opcheck(torch.ops.maskattn.attention_backward.default,
-                          (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), handle,
-                           0.35, "bhnd"))
+                          (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
+                           handle, 0.35, "bhnd"))
 
 
 def counting_backend(graphs):

@@ -78,8 +78,8 @@ def l2_bytes(cupy):
 # the memoised builders of the CUDA backend under both layouts: each entry is one NVRTC build (a RawModule or a
 # module for sm_90a); the CuPy ones may come from CuPy's on-disk cache
 _BUILDERS = {
-    ("maskattn.backends.cuda.kernels", "maskattn._cuda"): ("fwd_kernel", "_fwd_kernel", "combine_kernel",
-                                                          "_combine_kernel", "sm90_function"),
+    ("maskattn.backends.cuda.kernels", "maskattn._cuda"): (
+        "fwd_kernel", "_fwd_kernel", "combine_kernel", "_combine_kernel", "sm90_function"),
     ("maskattn.backends.cuda.bwd", "maskattn._cuda_backward"): ("_kernels",),
 }
 

@@ -6,9 +6,10 @@
   (GQA packing).
 
 ``time_*``: wall time of one call, synchronised inside the timed call (the host time of a prepared call is most of a
-small one). ``TreeBandwidth`` / ``DecodeBandwidth``: K and V bytes read per second, from CUDA events around 20 calls back to back that
-take their turns over enough input sets to overflow L2 twice (every call reads K and V from device memory), all
-cases in one process per run (``setup_cache``). Without CuPy or a GPU, setup raises ``NotImplementedError``.
+small one). ``TreeBandwidth`` / ``DecodeBandwidth``: K and V bytes read per second, from CUDA events around 20 calls
+back to back that take their turns over enough input sets to overflow L2 twice (every call reads K and V from device
+memory), all cases in one process per run (``setup_cache``). Without CuPy or a GPU, setup raises
+``NotImplementedError``.
 """
 
 import maskattn

@@ -82,7 +82,6 @@ def check_forward(out_dev, lse_dev, ref_out, ref_lse, dtype_name):
         assert lse_err <= LSE_TOL, f"LSE error {lse_err:.3g} > {LSE_TOL}"
 
 
-
 def dtype_of(name):
     if name == "bfloat16":
         ml_dtypes = pytest.importorskip("ml_dtypes", reason="bfloat16 arrays need ml_dtypes")

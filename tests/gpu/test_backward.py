@@ -86,7 +86,7 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
                 env.setenv("MASKATTN_SM90", "0")
             grads = tuple(_poisoned(x.shape, dtype, layout) for x in (q, k, k))
             got = cuda.backward(do, q, k, v, out, lse, plan, scale, deterministic,
-                                          dq=grads[0], dk=grads[1], dv=grads[2])
+                                dq=grads[0], dk=grads[1], dv=grads[2])
             assert all(g is x for g, x in zip(got, grads))
             _check(got, ref, plan, dtype_name, kernel)
     return plan, (do, q, k, v, out, lse), got, ref
@@ -181,8 +181,8 @@ def test_runs_of_query_blocks(family, dtype_name, Hk, layout, head_dim, rng):
          deterministic=False)
 
 
-@pytest.mark.parametrize("family, dtype_name, head_dim", [("causal", "bfloat16", 128), ("dense_random", "float16", 64),
-                                                         ("causal", "float16", 192)])
+@pytest.mark.parametrize("family, dtype_name, head_dim", [
+    ("causal", "bfloat16", 128), ("dense_random", "float16", 64), ("causal", "float16", 192)])
 def test_deterministic_is_bit_identical(family, dtype_name, head_dim, rng):
     plan, args, first, _ = _run(FAMILIES[family](rng), rng, dtype_name, head_dim)
     first = [x.view(cp.uint16).copy() for x in first]

@@ -206,8 +206,8 @@ def test_cache_seqlens_bound_the_keys(head_dim, Hk, n_q, mask, num_splits, rng):
     lens = cp.empty(B, dtype=np.int32)
     for lengths in ([3000, 1, 0, 1777], [129, 3000, 2999, 128]):
         lens[:] = cp.asarray(lengths, dtype=np.int32)
-        ref_out, ref_lse = reference_forward(q64, k64, v64, dense & (np.arange(n_k) < np.array(lengths)[:, None, None,
-                                                                                                       None]), scale)
+        cached = np.arange(n_k) < np.array(lengths)[:, None, None, None]
+        ref_out, ref_lse = reference_forward(q64, k64, v64, dense & cached, scale)
         out, lse = maskattn.attention(q, k, v, spec, cache_seqlens=lens, num_splits=num_splits, return_lse=True)
         check_forward(out, lse, ref_out, ref_lse, "bfloat16")
     plan = compile_mask(spec or masks.full(n_q, n_k), tile=cuda.tile_for(head_dim, dtype, rows=n_q))
