@@ -29,6 +29,9 @@
 # deterministic 0.98x), D = 128 forward at 128 x 176 / 128 x 160 (0.98-1.17x, no direction). Left at D = 192: the
 # backward is 1.2x FA4's (FA4: 64 x 96 steps, one dO and one P/dS stage; ours 64-key blocks, as the 128 x 64 training
 # tile; 96-key blocks do not fit our two-stage shared layout, 264 KB).
+# Prepared in (o), host-checked only: D = 256's forward-only 128 x 80 tile (docs/bench/next/d256_keys80.patch and its
+# one-call script d256_keys80.sh: tests at the tile, sanitizers, 128 x 64 against 128 x 80 in turns); merge it if the
+# tests pass and the A/B gains (the D = 256 line is met at 0.918x FA4 already; the model says 5-7%).
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
