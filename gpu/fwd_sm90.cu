@@ -4,7 +4,7 @@
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
 // is 128, or 192 at D <= 96; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 96
-// and 192 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
+// and 192, or 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
 // forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64
 // consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
@@ -31,8 +31,8 @@
 // Head dims 32 and 96 take the shared layout of 64 and 128 (wgmma.cuh's SW128_COLUMNS: whole 64-column blocks,
 // the last one half used); the products stop at column D.
 //
-// Dynamic shared memory: SM90_SMEM_BYTES<D, TILE_M, TILE_N> = 1024 (alignment slack) + Q (TILE_M x DS elements,
-// DS = SW128_COLUMNS<D>) + two stages each of K and V (TILE_N x DS) + two stages of partial-tile payloads
+// Dynamic shared memory: SM90_SMEM_BYTES<D, TILE_M, TILE_N> = 1024 (alignment slack, sm90::ALIGN_SLACK) + Q (TILE_M x
+// DS elements, DS = SW128_COLUMNS<D>) + two stages each of K and V (TILE_N x DS) + two stages of partial-tile payloads
 // (wgmma.cuh's PayloadStages: 32 + max(16, TILE_M / 8) TILE_N bytes each) + 128 (mbarriers). Template knobs: T
 // (half_t | bf16_t), D (32, 64, 96, 128, 192, 256), TILE_M, TILE_N, MASK, PERM; the #ifndef defaults configure the
 // instantiation of a standalone nvcc -DMASKATTN_INSTANTIATE build.
@@ -88,14 +88,22 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 // - 192 x 112 at D = 96: 0.91-0.92x the time of 128 x 128 on full, causal, documents and shared_question at 16k
 //   (2026-11-29 (n)), where 128 x 160 took 1.01-1.05x;
 // - 128 x 112 at D = 192 (FlashAttention-3's there): 0.86x the time of 64 keys on full and causal masks at 8k, where
-//   96 keys took 0.88-0.89x ((m)).
-// Not kept: 192 x 80 and 192 x 64 at D = 128 (1.01-1.10x on full and causal, (n)). At D = 256, 80 keys
-// (FlashAttention-3's) miss shared memory by 704 bytes.
+//   96 keys took 0.88-0.89x ((m));
+// - 128 x 80 at D = 256 (FlashAttention-3's there), which fits only without the alignment slack (ALIGN_SLACK) and
+//   without a node order's row tables; with bit tiles ptxas spills 32 bytes there. Plans with either keep 64 keys
+//   (kernels.sm90_forward_tile_takes).
+// Not kept: 192 x 80 and 192 x 64 at D = 128 (1.01-1.10x on full and causal, (n)); 128 x 160 and 128 x 176 at
+// D = 128 (0.97-1.17x, no direction, (o)).
 template <int D>
 constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int D, int TILE_M, int N>
-constexpr bool VALID_TILE = TILE_M == 128 ? N == TILE_N<D> || (D == 192 && N == 112)
+constexpr bool VALID_TILE = TILE_M == 128 ? N == TILE_N<D> || (D == 192 && N == 112) || (D == 256 && N == 80)
                                           : TILE_M == 192 && (D <= 64 ? N == 128 : D == 96 && N == 112);
+// Bytes reserved to align the tiles to ALIGN: none at D = 256's 128 x 80, whose tiles fill all but 320 bytes of what
+// a block may opt into. The dynamic shared memory's base is 1024-byte aligned where a kernel has no static shared
+// memory (CUTLASS's and FlashAttention-3's Hopper kernels rely on it); that kernel checks it and traps otherwise.
+template <int D, int TILE_M, int TILE_N>
+constexpr int ALIGN_SLACK = D == 256 && TILE_N == 80 ? 0 : ALIGN;
 
 template <int ROWS, int D>
 constexpr int TILE_BYTES = ROWS * SW128_COLUMNS<D> * 2;
@@ -115,8 +123,9 @@ static_assert(kv_stages::BARRIERS * 8 <= 128, "the mbarriers fit the 128 bytes a
 
 // sm90_smem_bytes in backends/cuda/kernels.py
 template <int D, int TILE_M, int TILE_N>
-constexpr int SM90_SMEM_BYTES = sm90::ALIGN + sm90::TILE_BYTES<TILE_M, D> + 4 * sm90::TILE_BYTES<TILE_N, D> +
-                                2 * PayloadStages<MASK_NONE, TILE_M, TILE_N>::STAGE_BYTES + 128;
+constexpr int SM90_SMEM_BYTES =
+    sm90::ALIGN_SLACK<D, TILE_M, TILE_N> + sm90::TILE_BYTES<TILE_M, D> + 4 * sm90::TILE_BYTES<TILE_N, D> +
+    2 * PayloadStages<MASK_NONE, TILE_M, TILE_N>::STAGE_BYTES + 128;
 
 template <typename T, int D, int TILE_M, int TILE_N, int MASK, bool PERM>
 __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
@@ -129,7 +138,9 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
   constexpr int CONSUMERS = sm90::CONSUMERS<TILE_M>;
   static_assert(VALID_TILE<D, TILE_M, TILE_N>, "the training tile, 192 x 128 up to D = 64, 192 x 112 at 96, 128 x 112 "
-                                              "at 192");
+                                              "at 192, 128 x 80 at 256");
+  static_assert(!PERM || SM90_SMEM_BYTES<D, TILE_M, TILE_N> + ROW_TABLE_BYTES <= 232448,
+                "a node order's row tables fit beside the tiles (not at D = 256's 128 x 80)");
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp
   constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V
@@ -137,6 +148,9 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
 
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned smem_raw = smem_addr(smem);
+  if constexpr (ALIGN_SLACK<D, TILE_M, TILE_N> == 0) {
+    if (smem_raw % ALIGN != 0) __trap();  // no slack was reserved (ALIGN_SLACK)
+  }
   const unsigned sQ = (smem_raw + ALIGN - 1) & ~(ALIGN - 1u);
   const unsigned sK = sQ + TILE_BYTES<TILE_M, D>;  // [2] stages
   const unsigned sV = sK + 2 * TILE;  // [2] stages

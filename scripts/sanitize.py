@@ -86,7 +86,8 @@ for spec, dtype, D in ((masks.full(n_q, n_k), np.float16, 64), (masks.causal(n_q
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 32), (dilated, bf16, 64),
                        (graph, np.float16, 64), (masks.causal(n_q, n_k), bf16, 192), (graph, np.float16, 96),
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), bf16, 96),
-                       (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 192), (graph, bf16, 192)):
+                       (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 192), (graph, bf16, 192),
+                       (masks.causal(n_q, n_k), bf16, 256), (masks.full(n_q, n_k), np.float16, 256)):
     plan = maskattn.compile_mask(spec, tile=cuda.tile_for(D, dtype, training=False))
     q = cp.asarray(rng.standard_normal((2, 4, spec.n_q, D)).astype(dtype))
     k, v = (cp.asarray(rng.standard_normal((2, 2, spec.n_k, D)).astype(dtype)) for _ in range(2))

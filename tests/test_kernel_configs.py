@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from maskattn import compile_mask
+from maskattn import compile_mask, masks
 from maskattn.backends.cuda import bwd, kernels
 from maskattn.bench import workloads
 
@@ -53,9 +54,10 @@ def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
 
 @pytest.mark.parametrize("head_dim", kernels.HEAD_DIMS)
 def test_forward_only_plans_take_the_larger_tile_where_it_exists(head_dim, hopper):
-    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 192 x 112 at 96, 128 x 112 at 192 (its
-    VALID_TILE)."""
-    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 96: (192, 112), 192: (128, 112)}
+    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 192 x 112 at 96, 128 x 112 at 192, 128 x 80 at
+    256 (its VALID_TILE)."""
+    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 96: (192, 112), 192: (128, 112),
+                                          256: (128, 80)}
     tile = kernels.tile_for(head_dim, "bfloat16", device=None, training=False)
     larger = kernels.SM90_FORWARD_TILES.get(head_dim)
     assert tile == (larger or kernels.tile_for(head_dim, "bfloat16", device=None))
@@ -65,7 +67,11 @@ def test_forward_only_plans_take_the_larger_tile_where_it_exists(head_dim, hoppe
     if larger:
         assert not bwd.uses_sm90(head_dim, larger, 0)
         assert larger in kernels.forward_only_tiles(head_dim, None)
-        assert kernels.sm90_smem_bytes(head_dim, larger) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+        # with a node order's row tables on top, but at D = 256's 128 x 80 (no alignment slack either), which takes
+        # no plan with one
+        fits_rows = kernels.sm90_smem_bytes(head_dim, larger) + kernels.ROW_TABLE_BYTES <= kernels.SM90_SMEM_OPTIN
+        assert fits_rows == (head_dim != 256)
+        assert kernels.sm90_smem_bytes(head_dim, larger) <= kernels.SM90_SMEM_OPTIN
         assert kernels.sm90_threads(larger[0]) == 128 * (larger[0] // 64 + 1)
         name = kernels.sm90_kernel_name("bf16_t", head_dim, "MASK_NONE", tile=larger)
         assert f"<maskattn::bf16_t, {head_dim}, {larger[0]}, {larger[1]}, maskattn::MASK_NONE" in name
@@ -87,4 +93,17 @@ def test_the_forward_takes_the_192_row_tile_where_the_mask_lists_little_more_wor
     and slower on the last two (H200, D = 64, docs/performance.md)."""
     spec = workloads.build(name, 16384)
     plans = [compile_mask(spec, tile=tile) for tile in ((128, 128), kernels.SM90_TILE_192)]
-    assert kernels.forward_plan_pays(*plans) == taller
+    assert kernels.forward_plan_pays(*plans, 64) == taller
+
+
+def test_d256_forward_only_tile_takes_no_node_order_or_bit_tiles():
+    """At D = 256 the 128 x 80 forward-only plan is taken for masks with intervals or none, not for those with bit
+    tiles (ptxas spills there) or a node order (its row tables do not fit); the launch check refuses them."""
+    tile = kernels.SM90_FORWARD_TILES[256]
+    rng = np.random.default_rng(0)
+    graph = masks.from_graph(sp.random(600, 600, density=0.02, random_state=rng) + sp.eye(600))
+    for spec, takes in ((masks.causal(600), True), (masks.full(600), True),
+                        (masks.from_dense(rng.random((600, 600)) < 0.3), False), (graph, False)):
+        plan, forward_plan = (compile_mask(spec, tile=t) for t in (kernels.sm90_tile(256), tile))
+        assert kernels.sm90_forward_tile_takes(256, forward_plan) == takes
+        assert kernels.forward_plan_pays(plan, forward_plan, 256) == takes

@@ -60,6 +60,11 @@ _SM90_KEYS_112 = [  # fwd_sm90.cu's forward-only tiles of 112 keys: 192 x 112 at
       "MASKATTN_MASK": mask}, True)
     for (d, m), mask in itertools.product(((96, 192), (192, 128)), ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
+_SM90_KEYS_80 = [  # D = 256's forward-only 128 x 80, for plans without bit tiles or a node order
+    ({"MASKATTN_DTYPE": dtype, "MASKATTN_HEAD_DIM": 256, "MASKATTN_TILE_M": 128, "MASKATTN_TILE_N": 80,
+      "MASKATTN_MASK": mask}, True)
+    for dtype, mask in itertools.product(("half_t", "bf16_t"), ("MASK_NONE", "MASK_INTERVALS"))
+]
 
 
 def _with_perm(config):
@@ -79,7 +84,8 @@ _BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _
              + _SM90_PADDED_PERM] + [(config, False) for config, _ in _SM90_WIDE_PERM]
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM,
            "fwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
-                           + _SM90_TILE_192 + _SM90_TILE_192_PERM + _SM90_KEYS_112 + _SM90_KEYS_112_PERM),
+                           + _SM90_TILE_192 + _SM90_TILE_192_PERM + _SM90_KEYS_112 + _SM90_KEYS_112_PERM
+                           + _SM90_KEYS_80),
            "bwd_sm90.cu": _BWD_SM90 + [({**config, "MASKATTN_FIXED": "true"}, no_spill)
                                        for config, no_spill in _BWD_SM90]}
 

@@ -189,7 +189,7 @@ def _forward_plan(backend, mask, B, H, n_q, n_k, D, dtype) -> BlockMask:
     if tile == plan.tile or isinstance(mask, BlockMask) or not plan.on_host:
         return plan
     forward_plan = _resolve_plan(mask, B, H, n_q, n_k, tile)
-    return forward_plan if backend.forward_plan_pays(plan, forward_plan) else plan
+    return forward_plan if backend.forward_plan_pays(plan, forward_plan, D) else plan
 
 
 def mask_type_error(mask) -> TypeError:
@@ -242,9 +242,10 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
-        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 96 and D = 192 a
-        spec's forward takes a larger tile (``tile_for(..., training=False)``: 192 x 128, 192 x 112, 128 x 112)
-        where its plan there lists at most 10% more work than the training tile's; a BlockMask runs at its own tile.
+        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 96, 192 and 256 a
+        spec's forward takes a larger tile (``tile_for(..., training=False)``: 192 x 128, 192 x 112, 128 x 112,
+        128 x 80) where its plan there lists at most 10% more work than the training tile's (at 256: without bit
+        tiles or a node order); a BlockMask runs at its own tile.
     scale : float, optional
         Default ``1 / sqrt(D)``.
     return_lse : bool

@@ -79,7 +79,25 @@ def test_family_forward_only_tile(family, head_dim, dtype_name, rng):
     assert (plan.tile == kernels.SM90_FORWARD_TILES[head_dim]) == _hopper()
 
 
-@pytest.mark.parametrize("D", [64, 96, 192])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_forward_only_tile_d256(family, rng):
+    """D = 256's forward-only 128 x 80 tile (FlashAttention-3's; no alignment slack, the kernel traps on an unaligned
+    base): masks with intervals or none run it; the launch check refuses those with bit tiles or a node order
+    (kernels.sm90_forward_tile_takes), which maskattn.attention runs at the training tile."""
+    spec = FAMILIES[family](rng)
+    plan = compile_mask(spec, tile=cuda.tile_for(256, _dtype("bfloat16"), training=False))
+    if _hopper() and not kernels.sm90_forward_tile_takes(256, plan):
+        B, H, n_q, n_k = spec.shape
+        x = cp.zeros((B, H, n_q, 256), dtype=_dtype("bfloat16"))
+        y = cp.zeros((B, H, n_k, 256), dtype=_dtype("bfloat16"))
+        with pytest.raises(ValueError, match="takes no plan with a node order or bit tiles"):
+            cuda.forward(x, y, y, plan, 0.0625)
+    else:
+        plan = _run(spec, rng, "bfloat16", 256, training=False)
+        assert (plan.tile == kernels.SM90_FORWARD_TILES[256]) == _hopper()
+
+
+@pytest.mark.parametrize("D", [64, 96, 192, 256])
 @pytest.mark.parametrize("num_splits, pack, bounded, layout", [
     (3, 1, False, "bnhd"), (1, 4, False, "bhnd"), (2, 1, True, "bhnd"), (1, 1, True, "bnhd"), (5, 2, True, "bhnd"),
 ])
@@ -123,7 +141,7 @@ def test_api_forward_of_a_spec_takes_the_192_row_tile_where_it_pays(spec, tall, 
     ran = list(api._CALLS.values())[-1].plan  # the prepared call this one left
     assert ran is plans[kernels.SM90_TILE_192 if _hopper() and tall else (128, 128)]
     if _hopper():
-        assert kernels.forward_plan_pays(plans[(128, 128)], plans[kernels.SM90_TILE_192]) == tall
+        assert kernels.forward_plan_pays(plans[(128, 128)], plans[kernels.SM90_TILE_192], D) == tall
 
 
 def test_backward_refuses_the_192_row_tile(rng):

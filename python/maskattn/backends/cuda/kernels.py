@@ -54,9 +54,10 @@ SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n
 # there); at D = 96, 192 x 112 (three consumers fit 112 keys without spills): 0.91-0.92x the time of 128 x 128 on
 # full, causal, documents and shared_question at 16k (H200, in turns; 128 x 160 1.01-1.05x; docs/performance.md,
 # 2026-11-29 (n)). At D = 192, 112 keys where the training tile takes 64 (FlashAttention-3's): 0.86x the time on
-# full and causal masks at 8k (96 keys 0.88-0.89x, (m)).
+# full and causal masks at 8k (96 keys 0.88-0.89x, (m)). At D = 256, 80 keys (FlashAttention-3's), for plans without
+# a node order or bit tiles (sm90_forward_tile_takes).
 SM90_TILE_192 = (192, 128)
-SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 96: (192, 112), 192: (128, 112)}
+SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 96: (192, 112), 192: (128, 112), 256: (128, 80)}
 # How much more work (query rows x key columns of the listed tiles) a plan at a forward-only tile may carry than the
 # training tile's for the forward over it to be taken: the 192-row tile ran 0.88-0.93x the 128-row one's time
 # where it lists 1.01-1.03x the work (full, causal, documents), 0.92-0.98 at 1.11-1.12x (sliding windows, an RCM
@@ -157,7 +158,8 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     training : bool, default True
         False: a plan for the forward only (inference), whose tile may be larger where the device's forward has a
         faster one (``SM90_FORWARD_TILES``): on Hopper at head dims 32 and 64, 192 x 128 (a third more query rows
-        per CTA share each K and V tile); at 96, 192 x 112; at 192, 128 x 112 (1.75x the keys a step). The
+        per CTA share each K and V tile); at 96, 192 x 112; at 192, 128 x 112 (1.75x the keys a step); at 256,
+        128 x 80, for masks without a node order or bit tiles (``sm90_forward_tile_takes``). The
         backward refuses such plans. Where a mask's structure is finer than the larger tile it lists more work
         (BigBird's 64-token blocks: 1.3x at 192 rows, 16k) and can be slower: ``forward_plan_pays`` is the rule
         ``maskattn.attention`` applies to a spec's two plans.
@@ -173,12 +175,21 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     return forward_tile or fwd_config(head_dim, device)[:2]
 
 
-def forward_plan_pays(plan, forward_plan) -> bool:
+def forward_plan_pays(plan, forward_plan, head_dim: int) -> bool:
     """Whether the forward over ``forward_plan`` (a forward-only tile's, SM90_FORWARD_TILES) is expected to beat the
-    one over ``plan`` (the training tile's, same mask): where it lists at most SM90_FORWARD_MAX_WORK times the
-    work."""
+    one over ``plan`` (the training tile's, same mask): where fwd_sm90.cu takes it (sm90_forward_tile_takes) and it
+    lists at most SM90_FORWARD_MAX_WORK times the work."""
     work = plan.nnz * plan.tile[0] * plan.tile[1]
-    return forward_plan.nnz * forward_plan.tile[0] * forward_plan.tile[1] <= SM90_FORWARD_MAX_WORK * work
+    return (sm90_forward_tile_takes(head_dim, forward_plan)
+            and forward_plan.nnz * forward_plan.tile[0] * forward_plan.tile[1] <= SM90_FORWARD_MAX_WORK * work)
+
+
+def sm90_forward_tile_takes(head_dim: int, plan) -> bool:
+    """Whether fwd_sm90.cu runs a plan compiled for the head dim's forward-only tile: not one with a node order where
+    its row tables (ROW_TABLE_BYTES) do not fit beside the tiles, nor one with bit tiles at D = 256's 128 x 80 (ptxas
+    spills 32 bytes there); those take the training tile's plan."""
+    rows_fit = plan.perm is None or sm90_smem_bytes(head_dim, plan.tile) + ROW_TABLE_BYTES <= SM90_SMEM_OPTIN
+    return rows_fit and not (head_dim == 256 and plan.payload == "bits")
 
 
 def forward_only_tiles(head_dim: int, device: int | None) -> tuple:
@@ -311,11 +322,12 @@ def sw128_columns(head_dim: int) -> int:
 
 def sm90_smem_bytes(head_dim: int, tile=None) -> int:
     """SM90_SMEM_BYTES<D, TILE_M, TILE_N> of fwd_sm90.cu (tile: (tile_m, tile_n), the training tile's where None):
-    alignment slack, Q, two stages of K and V and of the partial tiles' payloads (wgmma.cuh's PayloadStages), the
-    mbarriers."""
+    alignment slack (none at D = 256's 128 x 80: ALIGN_SLACK), Q, two stages of K and V and of the partial tiles'
+    payloads (wgmma.cuh's PayloadStages), the mbarriers."""
     tile_m, tile_n = tile or sm90_tile(head_dim)
     payload = 32 + max(16, tile_m // 8) * tile_n
-    return 1024 + (tile_m + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * payload + 128
+    slack = 0 if (head_dim, tile_n) == (256, 80) else 1024
+    return slack + (tile_m + 4 * tile_n) * sw128_columns(head_dim) * 2 + 2 * payload + 128
 
 
 # ROW_TABLE_BYTES of wgmma.cuh: the Hopper kernels' launches over plans with a node order take this much more shared

@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import check_head_dim, forward_only_tiles, import_cupy, kernel_type, tile_for
+from .kernels import (check_head_dim, forward_only_tiles, import_cupy, kernel_type, sm90_forward_tile,
+                      sm90_forward_tile_takes, tile_for)
 
 
 def element_strides(x, name: str, gathered: bool = False) -> tuple[int, int, int]:
@@ -80,6 +81,11 @@ def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, forwa
         also = f" (or {', '.join(map(str, forward_tiles))}, forward only)" if forward else ""
         raise ValueError(f"the plan was compiled for tile {plan.tile}; the kernels for head_dim {head_dim} and "
                          f"{q.dtype} use {tile}{also}: compile_mask(spec, tile=tile_for(head_dim, dtype))")
+    if plan.tile != tile and plan.tile == sm90_forward_tile(head_dim, q.device.id) and not sm90_forward_tile_takes(
+            head_dim, plan):
+        raise ValueError(f"at head_dim {head_dim} the forward-only tile {plan.tile} takes no plan with a node order "
+                         f"or bit tiles; compile this mask for {tile}: compile_mask(spec, tile=tile_for(head_dim, "
+                         "dtype))")
     return ctype, plan.tile, scale
 
 
