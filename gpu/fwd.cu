@@ -1,15 +1,16 @@
 // Block-sparse flash-attention forward: O and LSE over the key blocks a BlockMask lists for each query block.
 //
-// One CTA per (query block, head, batch[, split]) on the grid (query blocks, B * H / pack, splits); common.cuh's
-// forward_cta gives its query block's rank in the plan's m_order (heaviest rows first) and its head group
-// b * H / pack + h / pack: longest first across heads.
+// One CTA per (query block, head, batch[, split]) on a one-dimensional grid; common.cuh's forward_cta gives its query
+// block's rank in the plan's m_order (heaviest rows first), its head group b * H / pack + h / pack (longest first
+// across heads) and its split.
 //
 // GQA packing (decode): with pack > 1 a CTA serves `pack` query heads of one KV head, and its rows are (token, head)
 // pairs, token-major: row p is token p / pack of head (head group % (H / pack)) * pack + p % pack. The plan is then
 // compiled over the packed rows (each mask row repeated pack times), so masking needs no change.
-// Split-KV: with num_splits > 1, blockIdx.z = s takes the s-th of num_splits even slices of the query block's key
-// block list and writes its normalised O and LSE in float32 to o_part / lse_part ([split][head group][row]); a
-// split with no key blocks writes 0 and -inf. combine_kernel below merges the splits exactly.
+// Split-KV: a split CTA (forward_cta: every CTA, or the tail of the CTA order from split_from) takes the s-th of
+// num_splits even slices of the query block's key block list and writes its normalised O and LSE in float32 to
+// o_part / lse_part ([piece][row of the tile]); a split with no key blocks writes 0 and -inf. combine_kernel below
+// merges the splits exactly.
 // Each warp owns 16 * MT query rows (MT = TILE_M / (16 * WARPS) m16 tiles, which share every K and V fragment
 // read from shared memory). Where the tile has fewer 16-row tiles than warps (decode: TILE_M = 16), KEY_WARPS
 // warps share each row tile and split every key block between them, each with its own online softmax over its
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const int warp_m = warp / KEY_WARPS, warp_key0 = warp % KEY_WARPS * WARP_KEYS;  // row tile; first key in a block
   const int g_lane = lane / 4, t_lane = lane % 4;  // mma fragment row and column pair
   const int head_groups = heads / pack;
-  const PlanCta cta_of = forward_cta(m_levels);
+  const ForwardCta cta_of = forward_cta(m_levels, batch * head_groups, n_mblocks, split_from, num_splits);
   const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
   long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
   if (key_lens != nullptr) row_len = bounded_row_len(col_idx, row_begin, row_len, keys, TILE_N);
-  const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
-  const long long e_end = row_begin + row_len * (blockIdx.z + 1) / num_splits;
+  const long long e_begin = row_begin + row_len * cta_of.split / cta_of.splits;
+  const long long e_end = row_begin + row_len * (cta_of.split + 1) / cta_of.splits;
 
   auto load_kv = [&](int n_block, int stage) {
     const int key0 = n_block * TILE_N;
@@ -277,8 +278,10 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   // warp's rows through its own slice of sQ and stores 16-byte vectors.
   cp_async_wait<0>();
   __syncthreads();
-  // partials: [split][head group][row]
-  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta(m_levels).head_group;
+  // partials: [piece][row of the tile]
+  const int piece = forward_piece(split_from);
+  float* const tile_part = o_part + (long long)max(piece, 0) * TILE_M * D;
+  float* const tile_lse_part = lse_part + (long long)max(piece, 0) * TILE_M;
   T* gO = o + b * o_sb + h * o_sh;
   const PackedRows o_rows{pack, o_sh, o_sn, perm}, lse_rows{pack, n_q, 1, perm};
   float* g_lse = lse + ((long long)b * heads + h) * n_q;
@@ -326,10 +329,10 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
       }
       const float inv = sum > 0.f ? 1.f / sum : 0.f, row_lse = sum > 0.f ? mx + logf(sum) : neg_inf();
       const int row = row0 + r;
-      if (num_splits > 1) {
-        *reinterpret_cast<float4*>(o_part + (cta * rows + row) * D + c) =
+      if (piece >= 0) {
+        *reinterpret_cast<float4*>(tile_part + r * D + c) =
             make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-        if (c == 0) lse_part[cta * rows + row] = row_lse;
+        if (c == 0) tile_lse_part[r] = row_lse;
       } else {
         uint2 packed;
         packed.x = Ops::pack(acc[0] * inv, acc[1] * inv);
@@ -350,19 +353,19 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
     for (int half = 0; half < 2; ++half) {
       const int r = warp_row0 + mt * 16 + g_lane + 8 * half;
       if (r >= rows) continue;
-      if (num_splits > 1) {
-        float* part = o_part + (cta * rows + r) * D + 2 * t_lane;
+      if (piece >= 0) {
+        float* part = tile_part + (r - row0) * D + 2 * t_lane;
 #pragma unroll
         for (int j = 0; j < DB; ++j) {
           *reinterpret_cast<float2*>(part + 8 * j) =
               make_float2(acc_o[mt][j][2 * half] * inv_sum[half], acc_o[mt][j][2 * half + 1] * inv_sum[half]);
         }
-        if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
+        if (t_lane == 0) tile_lse_part[r - row0] = row_lse[half];
       } else if (t_lane == 0) {
         g_lse[lse_rows(r)] = row_lse[half];
       }
     }
-    if (num_splits > 1) continue;
+    if (piece >= 0) continue;
 #pragma unroll
     for (int j = 0; j < DB; ++j) {
       T* top = sO + (mt * 16 + g_lane) * STRIDE + 8 * j + 2 * t_lane;
@@ -371,7 +374,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
           Ops::pack(acc_o[mt][j][2] * inv_sum[1], acc_o[mt][j][3] * inv_sum[1]);
     }
   }
-  if (num_splits > 1) return;
+  if (piece >= 0) return;
   __syncwarp();
   constexpr int CHUNKS = D / 8;
 #pragma unroll
@@ -385,27 +388,32 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   }
 }
 
-// Merges the num_splits float32 partials of each row (layout of fwd_kernel's o_part / lse_part) into O (T, packed
-// rows as in fwd_kernel) and LSE: weights exp(lse_s - lse), lse = log sum_s exp(lse_s). One warp per row, four
-// columns per lane; splits that saw no key (lse_s = -inf) weigh 0, and a row no split saw gives 0 and -inf.
+// Merges the num_splits float32 partials of each row of the split CTAs (fwd_kernel's o_part / lse_part: [piece][row
+// of the tile], piece s * tail + t for split s of the tail's t-th CTA, forward_cta) into O (T, packed rows as in
+// fwd_kernel) and LSE: weights exp(lse_s - lse), lse = log sum_s exp(lse_s). One warp per row of the tail's tiles
+// (tail * tile_m of them), four columns per lane; splits that saw no key (lse_s = -inf) weigh 0, and a row no split saw
+// gives 0 and -inf. The plan's arrays (m_order, m_levels, group strides) place a tile's rows as the forward did.
 constexpr int COMBINE_WARPS = 4;
 constexpr int MAX_SPLITS = 32;  // one split per lane
 
 template <typename T, int D>
 __global__ void __launch_bounds__(COMBINE_WARPS * 32) combine_kernel(
     const float* __restrict__ o_part, const float* __restrict__ lse_part, T* __restrict__ o, float* __restrict__ lse,
-    long long o_sb, long long o_sh, long long o_sn, int heads, int pack, int num_splits, int n_q,
-    const int* __restrict__ perm) {
+    long long o_sb, long long o_sh, long long o_sn, int heads, int pack, int num_splits, int split_from, int tail,
+    int tile_m, int n_q, int group_sb, int group_sh, int n_mblocks, const int* __restrict__ m_order,
+    const int2* __restrict__ m_levels, const int* __restrict__ perm) {
   static_assert(MAX_SPLITS == 32, "each lane of the row's warp reads one split's LSE");
   using Ops = Dtype<T>;
   const int lane = threadIdx.x % 32;
-  const int rows = n_q * pack;
-  const int r = blockIdx.x * COMBINE_WARPS + threadIdx.x / 32;
-  if (r >= rows) return;
+  const long long row = (long long)blockIdx.x * COMBINE_WARPS + threadIdx.x / 32;  // of the tail's tiles
+  if (row >= (long long)tail * tile_m) return;
   const int head_groups = heads / pack;
-  const int b = blockIdx.y / head_groups, h = blockIdx.y % head_groups * pack;
-  const long long split_stride = (long long)gridDim.y * rows;  // elements of lse_part between splits
-  const long long row = (long long)blockIdx.y * rows + r;
+  const PlanCta cta = plan_cta(split_from + (int)(row / tile_m), (split_from + tail) / n_mblocks, m_levels);
+  const int b = cta.head_group / head_groups, h = cta.head_group % head_groups * pack;
+  const int group = b * group_sb + h * group_sh;
+  const int r = m_order[(long long)group * n_mblocks + cta.rank] * tile_m + (int)(row % tile_m);
+  if (r >= n_q * pack) return;
+  const long long split_stride = (long long)tail * tile_m;  // elements of lse_part between splits
 
   const float mine = lane < num_splits ? lse_part[lane * split_stride + row] : neg_inf();
   float mx = mine;

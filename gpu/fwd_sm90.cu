@@ -2,7 +2,7 @@
 //
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N tiles,
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
-// b * H / pack + h / pack from common.cuh's forward_cta (longest first across heads), blockIdx.z the split. TILE_M
+// b * H / pack + h / pack and its split from common.cuh's forward_cta (longest first across heads). TILE_M
 // is 128, or 192 at D <= 96; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 96
 // and 192, or 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
 // forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
   const int head_groups = heads / pack;
-  const PlanCta cta_of = forward_cta(m_levels);
+  const ForwardCta cta_of = forward_cta(m_levels, batch * head_groups, n_mblocks, split_from, num_splits);
   const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int group = b * group_sb + h * group_sh;
@@ -171,8 +171,8 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   const long long row_begin = row_ptr[(long long)group * (n_mblocks + 1) + m_block];
   long long row_len = row_ptr[(long long)group * (n_mblocks + 1) + m_block + 1] - row_begin;
   if (key_lens != nullptr) row_len = bounded_row_len(col_idx, row_begin, row_len, keys, TILE_N);
-  const long long e_begin = row_begin + row_len * blockIdx.z / num_splits;
-  int n_entries = (int)(row_begin + row_len * (blockIdx.z + 1) / num_splits - e_begin);
+  const long long e_begin = row_begin + row_len * cta_of.split / cta_of.splits;
+  int n_entries = (int)(row_begin + row_len * (cta_of.split + 1) / cta_of.splits - e_begin);
   if (key_lens != nullptr) {  // the split's blocks below the bound: a prefix (blocks ascend), found by bisection
     int lo = 0;
     while (lo < n_entries) {
@@ -388,26 +388,27 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
   float inv_sum[2], row_lse[2];
   softmax.finish(scale_log2, inv_sum, row_lse);
-  const long long cta = (long long)blockIdx.z * gridDim.y + forward_cta(m_levels).head_group;
+  const int piece = forward_piece(split_from);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = warp_row0 + g_lane + 8 * half;
     if (r >= rows) continue;
-    if (num_splits > 1) {
-      float* part = o_part + (cta * rows + r) * D + 2 * t_lane;
+    if (piece >= 0) {
+      const long long part_row = (long long)piece * TILE_M + tile_row + g_lane + 8 * half;
+      float* part = o_part + part_row * D + 2 * t_lane;
 #pragma unroll
       for (int j = 0; j < DB; ++j) {
         *reinterpret_cast<float2*>(part + 8 * j) =
             make_float2(acc_o[j][2 * half] * inv_sum[half], acc_o[j][2 * half + 1] * inv_sum[half]);
       }
-      if (t_lane == 0) lse_part[cta * rows + r] = row_lse[half];
+      if (t_lane == 0) lse_part[part_row] = row_lse[half];
     } else if (t_lane == 0) {
       const long long token =
           PERM && pack == 1 ? o_table[tile_row + g_lane + 8 * half] : PackedRows{pack, n_q, 1, perm}(r);
       lse[((long long)b * heads + h) * n_q + token] = row_lse[half];
     }
   }
-  if (num_splits > 1) return;
+  if (piece >= 0) return;
   unsigned char* sO = smem + (sQ - smem_raw);
   store_fragments_sw128<TILE_M, T>(sO, acc_o, tile_row + g_lane, lane, inv_sum[0], inv_sum[1]);
   // row0 again, from warp_row0 through an asm the compilers cannot see through: keeping row0 itself live across the

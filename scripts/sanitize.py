@@ -11,8 +11,8 @@ Hopper every head dim takes the wgmma forward and the one-pass wgmma backward (3
 with float32 dQ in the atomic cases; the case marked mma.sync the mma.sync dK/dV kernel with atomic dQ,
 MASKATTN_SM90=0);
 plans in an order of their own, of intervals and of bits (rows gathered through perm: the wgmma producers' row
-tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the
-16 x 128 tile whose warps split the keys, split-KV and the combine kernel, also on the training tile; per-sample key
+tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the 16 x 128 tile whose warps split the
+keys, split-KV and the combine kernel, also on the training tile and for a tail of the CTAs alone; per-sample key
 bounds, cache_seqlens, also on the training tile); forward-only plans at the 192-row tile (none, intervals, bits, perm,
 splits, key bounds); and the plans of dense masks built on the GPU (gpu/dense_plan.cu), strided and broadcast ones
 included.
@@ -112,6 +112,11 @@ for D in (64, 96, 256):  # split-KV on the training tile: the wgmma forward on H
     k, v = (cp.asarray(rng.standard_normal((1, 2, 700, D)).astype(np.float16)) for _ in range(2))
     maskattn.attention(q, k, v, masks.causal(150, 700), num_splits=3)
     maskattn.attention(q, k, v, masks.causal(150, 700), cache_seqlens=cp.asarray([500], dtype=np.int32))
+    for sm90 in ("1", "0"):  # a tail of split CTAs (the last wave's split, fwd.py's tail_splits_for), both kernels
+        os.environ["MASKATTN_SM90"] = sm90
+        cuda.forward(q, k, v, maskattn.compile_mask(masks.causal(150, 700), tile=cuda.tile_for(D, np.float16)),
+                     D ** -0.5, num_splits=3, split_from=2)
+    os.environ.pop("MASKATTN_SM90")
 cp.cuda.Device().synchronize()
 print("decode forward ran")
 square = cp.asarray(rng.random((2, 1, 150, 170)) < 0.2)

@@ -3,13 +3,15 @@ medians_in_turns): the way to weigh a forward-only tile against the training til
 (it times kernel-source folders over one plan per case).
 
     python3 scripts/tiles_ab.py --head-dim 192 --tiles 128x64 128x96 128x112 [--workloads full causal] [--n 8192]
-                                [--heads 16] [--rounds 3]
+                                [--heads 16] [--rounds 3] [--unsplit]
 
 The first tile is the baseline (the training tile, ``tile_for(D, dtype)``, or any other). Each tile is made the head
 dim's forward-only tile (``kernels.SM90_FORWARD_TILES[D]``) before each of its calls, since the launch check reads it
 on every call, so fwd_sm90.cu runs it; the kernel's ``VALID_TILE`` must admit it. The launches are cached with their
 plans, so later calls reuse them. Prints, per workload, each tile's median per round and its time over the
-baseline's (medians over rounds); bf16, B = 1. Timings only: tests/gpu checks correctness.
+baseline's (medians over rounds); bf16, B = 1. ``--unsplit`` adds, after each tile, the same launch with
+``num_splits=1``: the default's split of the last wave's CTAs (fwd.py's tail_splits_for) against none. Timings
+only: tests/gpu checks correctness.
 """
 import argparse
 import os
@@ -36,26 +38,33 @@ def main():
     parser.add_argument("--n", type=int, default=8192)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--unsplit", action="store_true", help="each tile also with num_splits=1")
     args = parser.parse_args()
     D = args.head_dim
-    tiles = [tuple(int(x) for x in tile.split("x")) for tile in args.tiles]
+    splits = (None, 1) if args.unsplit else (None,)
+    # sides: (rows, keys, num_splits); "R x K / 1" is the unsplit launch
+    tiles = [tuple(int(x) for x in tile.split("x")) + (s,) for tile in args.tiles for s in splits]
     scale = D ** -0.5
-    print(f"| {args.n // 1024}k, D={D}, H={args.heads} | " + " | ".join(f"{m} x {n} ms" for m, n in tiles) + " | "
-          + " | ".join(f"{m} x {n} / base" for m, n in tiles[1:]) + " |")
+
+    def name(side):
+        return f"{side[0]} x {side[1]}" + (" / 1" if side[2] else "")
+    print(f"| {args.n // 1024}k, D={D}, H={args.heads} | " + " | ".join(f"{name(t)} ms" for t in tiles) + " | "
+          + " | ".join(f"{name(t)} over base" for t in tiles[1:]) + " |")
     print("| --- " * (2 * len(tiles)) + "|")
     for workload in args.workloads:
         spec = workloads.build(workload, args.n)
         q, k, v = inputs(3, (1, args.heads, args.n, D), np.dtype(ml_dtypes.bfloat16), np.random.default_rng(0))
         calls = {}
-        for tile in tiles:
+        for side in tiles:
+            tile = side[:2]
             plan = compile_mask(spec, tile=tile)
             out = cp.empty_like(q)
 
-            def call(tile=tile, plan=plan, out=out):  # the launch check reads the listed tile on every call
+            def call(tile=tile, plan=plan, out=out, num_splits=side[2]):  # the launch check reads the listed tile
                 kernels.SM90_FORWARD_TILES[D] = tile
-                cuda.forward(q, k, v, plan, scale, out=out)
+                cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits)
             call()
-            calls[tile] = call
+            calls[side] = call
         rounds = [medians_in_turns(calls) for _ in range(args.rounds)]
         medians = {tile: float(np.median([r[tile] for r in rounds])) for tile in tiles}
         print(f"| {workload} | " + " | ".join(" / ".join(f"{r[tile]:.3f}" for r in rounds) for tile in tiles) + " | "

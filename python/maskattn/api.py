@@ -256,7 +256,8 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
     num_splits : int, optional
         GPU: split each query block's key blocks over this many CTAs (1 to 32), merging the partial results
         exactly. Default: chosen from the plan and the GPU's size, so that few query rows over a long KV cache
-        still fill the GPU. The CPU ignores it.
+        still fill the GPU, and (Hopper, rows of one length) so that the last wave of CTAs splits over the SMs
+        that would otherwise idle. The CPU ignores it.
     cache_seqlens : integer array (B,), optional
         Per sample the number of valid keys (a KV cache's lengths, as ``flash_attn_with_kvcache``'s): keys
         ``j >= cache_seqlens[b]`` are masked besides ``mask``, at run time, so one mask and plan serve every step of

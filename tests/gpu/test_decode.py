@@ -27,7 +27,7 @@ def _host(x):
     return cp.asnumpy(x.view(cp.uint16)).view(x.dtype).astype(np.float64)
 
 
-def _forward(spec, inputs, dtype_name, *, pack=1, num_splits=None, layout="bhnd"):
+def _forward(spec, inputs, dtype_name, *, pack=1, num_splits=None, layout="bhnd", split_from=None):
     """cuda.forward over the spec (rows repeated `pack` times, the tile for that many rows) into a poisoned
     output, checked against the float64 reference. Returns out and lse on the host."""
     (q64, q), (k64, k), (v64, v) = inputs
@@ -35,7 +35,7 @@ def _forward(spec, inputs, dtype_name, *, pack=1, num_splits=None, layout="bhnd"
     plan = compile_mask(spec.repeat_rows(pack), tile=cuda.tile_for(q.shape[-1], dtype, rows=spec.n_q * pack))
     out = poisoned(q.shape, dtype, layout)
     scale = q.shape[-1] ** -0.5
-    _, lse = cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, pack=pack)
+    _, lse = cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits, pack=pack, split_from=split_from)
     ref_out, ref_lse = reference_forward(q64, k64, v64, spec.to_dense(), scale)
     check_forward(out, lse, ref_out, ref_lse, dtype_name)
     return _host(out), cp.asnumpy(lse)
@@ -91,6 +91,49 @@ def test_every_split_count_matches_unsplit(family, rng):
             finite = np.isfinite(base_lse)
             worst = np.abs(lse[finite] - base_lse[finite]).max()
             assert worst <= 5e-5, f"LSE moves by {worst:.3g} with {splits} splits"
+
+
+@pytest.mark.parametrize("sm90", [True, False])
+@pytest.mark.parametrize("family", ["causal", "dense_holes", "tree", "graph_rcm"])
+def test_tail_splits_match_unsplit(family, sm90, rng, monkeypatch):
+    """Only the CTAs from split_from on split (the tail of the CTA order, as tail_splits_for splits the last wave):
+    the whole CTAs and the tail's pieces together give the unsplit result, the combine placing the tail's rows
+    through the plan's CTA order, batch, GQA heads and node order; both kernels (MASKATTN_SM90=0: fwd.cu's)."""
+    if not sm90:
+        monkeypatch.setenv("MASKATTN_SM90", "0")
+    spec = _split_family(family, rng)
+    B, H, Hk, D, dtype_name = 2, 4, 2, 64, "float16"  # split and unsplit agree to float16's rounding of P
+    dtype = dtype_of(dtype_name)
+    inputs = _inputs(rng, B, H, Hk, spec.n_q, spec.n_k, D, dtype)
+    ctas = -(-spec.n_q // cuda.tile_for(D, dtype, rows=spec.n_q)[0]) * B * H
+    base_out, base_lse = _forward(spec, inputs, dtype_name, num_splits=1)
+    for split_from in sorted({1, ctas // 2, ctas - 1}):
+        for splits in (2, 5):
+            out, lse = _forward(spec, inputs, dtype_name, num_splits=splits, split_from=split_from)
+            diff = np.linalg.norm(out - base_out) / np.linalg.norm(base_out)
+            assert diff <= 2e-3, f"{splits} splits from CTA {split_from} differ from one by {diff:.3g}"
+            assert np.array_equal(np.isneginf(lse), np.isneginf(base_lse))
+            finite = np.isfinite(base_lse)
+            assert np.abs(lse[finite] - base_lse[finite]).max() <= 5e-5
+
+
+def test_dense_rows_split_the_last_wave(rng):
+    """Rows of one length in a launch of one wave and a few CTAs more: on Hopper the forward splits the last CTAs
+    (tail_splits_for) and its result matches the reference; a bounded launch (cache lengths) does not."""
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    H, D, n_q, n_k = sms + 20, 64, 128, 2048
+    spec = masks.full(n_q, n_k)
+    dtype = dtype_of("bfloat16")
+    (q64, q), (k64, k), (v64, v) = _inputs(rng, 1, H, H, n_q, n_k, D, dtype)
+    plan = compile_mask(spec, tile=cuda.tile_for(D, dtype))
+    launch = cuda.forward_launch(q, k, v, plan, D ** -0.5)
+    hopper = cuda.kernels.uses_sm90(D, plan.tile, q.device.id)
+    assert (launch.split_from, launch.num_splits > 1) == ((H - 20, True) if hopper else (H, False))
+    assert cuda.forward_launch(q, k, v, plan, D ** -0.5, bounded=True).num_splits == 1
+    out = poisoned(q.shape, dtype, "bhnd")
+    _, lse = cuda.forward(q, k, v, plan, D ** -0.5, out=out)
+    ref_out, ref_lse = reference_forward(q64, k64, v64, spec.to_dense(), D ** -0.5)
+    check_forward(out, lse, ref_out, ref_lse, "bfloat16")
 
 
 @pytest.mark.parametrize("head_dim", [32, 64, 96, 192])

@@ -29,9 +29,14 @@
 # deterministic 0.98x), D = 128 forward at 128 x 176 / 128 x 160 (0.98-1.17x, no direction). Left at D = 192: the
 # backward is 1.2x FA4's (FA4: 64 x 96 steps, one dO and one P/dS stage; ours 64-key blocks, as the 128 x 64 training
 # tile; 96-key blocks do not fit our two-stage shared layout, 264 KB).
-# Prepared in (o), host-checked only: D = 256's forward-only 128 x 80 tile (docs/bench/next/d256_keys80.patch and its
-# one-call script d256_keys80.sh: tests at the tile, sanitizers, 128 x 64 against 128 x 80 in turns); merge it if the
-# tests pass and the A/B gains (the D = 256 line is met at 0.918x FA4 already; the model says 5-7%).
+# (p): D = 256's forward-only 128 x 80 tile merged (full 0.93x, causal 0.91x the 128 x 64 time; 0.970x FA4's dense
+# throughput); dense forwards split the last wave's CTAs (tail_splits_for: D = 96 full 0.96x, D = 128 0.985x, D = 64
+# 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). First on nvidia-h200: the GPU tests the (p) tree did not
+# get (`tests/gpu/test_forward.py test_torch_gpu.py test_backward.py test_training.py`, about 12 minutes: two calls).
+# Lead: the backward's waves. The one-pass backward's CTAs (a key block each, 2048 at dense 16k D = 128) are equal
+# too and run in the same 15.5 -> 16 waves; splitting the last wave's key blocks over their query blocks needs
+# their dK / dV partials summed (float32 pieces and a merge, as the forward's combine): about 2-3% of the dense
+# backward by the forward's model, where fwd+bwd is 1.09x FA4.
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail

@@ -13,9 +13,9 @@ first use, so ``maskattn`` imports without it.
 """
 
 from .bwd import backward, backward_launch
-from .fwd import forward, forward_launch, num_splits_for
+from .fwd import forward, forward_launch, num_splits_for, tail_splits_for
 from .kernels import DECODE_ROWS, HEAD_DIMS, MAX_SPLITS, tile_for
 from .plans import dense_plan, device_plan, wrap_dense_plan
 
 __all__ = ["HEAD_DIMS", "DECODE_ROWS", "MAX_SPLITS", "tile_for", "device_plan", "dense_plan", "wrap_dense_plan",
-           "num_splits_for", "forward", "forward_launch", "backward", "backward_launch"]
+           "num_splits_for", "tail_splits_for", "forward", "forward_launch", "backward", "backward_launch"]

@@ -1,6 +1,6 @@
 """CUDA backend, forward: :func:`forward` on CuPy arrays and the checked, cached launch behind it
 (:func:`forward_launch`): the mma.sync kernel of ``gpu/fwd.cu`` or, on Hopper, ``gpu/fwd_sm90.cu``, split-KV with its
-combine kernel (:func:`num_splits_for`), GQA packing and run-time key counts (``key_lens``).
+combine kernel (:func:`num_splits_for`, :func:`tail_splits_for`), GQA packing and run-time key counts (``key_lens``).
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from .plans import device_plan, rebind
 from .tma import MAP_BYTES, TensorMap
 
 
-def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int) -> int:
+def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int, per_sm: int | None = None) -> int:
     """How many slices to split each query block's key blocks into, when ``ctas`` CTAs cannot fill the GPU.
 
-    ``longest_row``: the most key blocks any query block visits; ``smem``: shared memory per CTA. As
+    ``longest_row``: the most key blocks any query block visits; ``smem``: shared memory per CTA, which sets the
+    CTAs an SM holds unless ``per_sm`` does (fwd_sm90's take one: their registers). As
     FlashAttention's heuristic: among 1 .. MAX_SPLITS splits (at most one per key block, with at least two key
     blocks per split), take the fewest whose wave efficiency (waves / whole waves) is within 85% of the best;
     none when the CTAs already fill 80% of one wave.
     """
-    slots = multiprocessors * max(1, (SM90_SMEM_OPTIN + 1024) // (smem + 1024))
+    slots = multiprocessors * (per_sm or max(1, (SM90_SMEM_OPTIN + 1024) // (smem + 1024)))
     if ctas >= 0.8 * slots or longest_row < 4:
         return 1
     candidates = range(1, min(MAX_SPLITS, longest_row // 2) + 1)
@@ -36,8 +37,55 @@ def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int)
     return next(s for s in candidates if efficiency[s] >= 0.85 * best)
 
 
+# The wave model of tail_splits_for, in units of one key block of a CTA's row:
+# - a CTA's fixed cost (start, plan reads, first copies, epilogue): 4-5 us against 1.6-1.75 us a 128 x 128 block of
+#   fwd_sm90 (H100, docs/performance.md 2026-11-28, "where a forward CTA's time goes");
+# - a split piece's float32 partials (written by the piece, read by the combine kernel: 8 bytes a row and column at
+#   about 3 TB/s) against the 4 flops a row, column and key of the tensor cores (about 650 TFLOP/s over 132 SMs):
+#   the time of PIECE_KEYS keys of its row;
+# - the combine kernel's launch;
+# and the least fraction of the forward's time a split must save to be taken, with the slack within which fewer
+# pieces are preferred to the soonest end.
+CTA_FIXED_BLOCKS = 2.5
+PIECE_KEYS = 3.3
+COMBINE_LAUNCH_BLOCKS = 2.0
+TAIL_MIN_GAIN = 0.01
+TAIL_SLACK = 0.01
+
+
+def tail_splits_for(ctas: int, row_len: int, tile_n: int, slots: int) -> tuple[int, int]:
+    """How to split the last CTAs of a plan whose rows all visit ``row_len`` key blocks of ``tile_n`` keys, one CTA a
+    slot at a time: ``(num_splits, split_from)``, the CTAs from ``split_from`` on split ``num_splits`` ways
+    (forward_cta in gpu/common.cuh), or ``(1, ctas)`` for none.
+
+    Equal CTAs run in waves of ``slots``, so a last wave of few CTAs leaves most SMs idle as long as a whole one
+    (FlashAttention's kernels take the same waves: 2048 CTAs of the dense 16k forward at D = 128 on 132 SMs are
+    15.5 waves and run as 16). Splitting the CTAs from the last whole wave or the one before into s slices each,
+    every slice with its own fixed cost and partials to merge, can end sooner; where the wave model says a split
+    saves at least TAIL_MIN_GAIN, this takes the one with the fewest pieces among those within TAIL_SLACK of the
+    soonest end.
+    """
+    waves, rest = divmod(ctas, slots)
+    whole = row_len + CTA_FIXED_BLOCKS  # a CTA's time, in key blocks
+    base = (waves + (rest > 0)) * whole
+    candidates = []  # (time, pieces, splits, split_from)
+    for back in range(min(waves, 2)):  # the tail: the last partial wave, and maybe the whole one before it
+        tail = rest + back * slots
+        for splits in range(2, min(MAX_SPLITS, row_len // 2) + 1):
+            pieces = tail * splits
+            time = ((waves - back) * whole + math.ceil(pieces / slots) * (row_len / splits + CTA_FIXED_BLOCKS)
+                    + pieces * PIECE_KEYS / tile_n + COMBINE_LAUNCH_BLOCKS)
+            if time <= base * (1 - TAIL_MIN_GAIN):
+                candidates.append((time, pieces, splits, ctas - tail))
+    if not candidates:
+        return 1, ctas
+    best = min(c[0] for c in candidates)
+    _, _, splits, split_from = min((c for c in candidates if c[0] <= best + TAIL_SLACK * base), key=lambda c: c[1])
+    return splits, split_from
+
+
 def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None, pack: int = 1,
-            key_lens=None):
+            key_lens=None, split_from: int | None = None):
     """Block-sparse attention forward on CuPy arrays: softmax(scale * q k^T, masked by the plan) v.
 
     Parameters
@@ -55,7 +103,11 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
         Written in place (any aligned strides, e.g. a "bnhd" view); allocated when None.
     num_splits : int, optional
         Split each query block's key blocks over this many CTAs (1 to MAX_SPLITS) and merge the float32 partials
-        exactly; default :func:`num_splits_for` the plan and the device.
+        exactly; default :func:`num_splits_for` the plan and the device, or on Hopper :func:`tail_splits_for` (the
+        last CTAs only) where the plan's rows are of one length.
+    split_from : int, optional
+        With ``num_splits``: split only the CTAs from this one on in the plan's CTA order (0 to B * H / pack *
+        n_mblocks; default 0, every CTA).
     pack : int
         GQA packing: each CTA serves ``pack`` query heads of one KV head, rows token-major; the plan must then be
         of shape (1 or B, 1, n_q * pack, n_k): the mask's rows each repeated ``pack`` times.
@@ -74,7 +126,7 @@ def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int
     if key_lens is not None:
         _check_key_lens(key_lens, q)
     launch = forward_launch(q, k, v, plan, scale, out, num_splits=num_splits, pack=pack,
-                            bounded=key_lens is not None)
+                            bounded=key_lens is not None, split_from=split_from)
     with launch.device:
         if out is None:
             out = cupy.empty(launch.out_shape, dtype=launch.dtype)
@@ -97,14 +149,14 @@ def _check_key_lens(key_lens, q):
 
 
 def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None,
-                   pack: int = 1, bounded: bool = False) -> "_ForwardLaunch":
+                   pack: int = 1, bounded: bool = False, split_from: int | None = None) -> "_ForwardLaunch":
     """The checked launch of :func:`forward` for these arrays' shapes, strides, dtype and device (cached): call it
     with a stream and the data pointers of q, k, v, out, lse and the split partials (``part_shapes``), which the
     caller allocates (q, k, v and out with the strides given here), and with ``bounded`` that of ``key_lens``."""
-    key = _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded)
+    key = _launch_key(q, k, v, out, plan, scale, (num_splits, split_from), pack, bounded)
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None or launch.plan is not plan:
-        launch = _ForwardLaunch(q, k, v, plan, scale, out, num_splits, pack, bounded)
+        launch = _ForwardLaunch(q, k, v, plan, scale, out, num_splits, pack, bounded, split_from)
         if key is not None:
             _LAUNCHES[key] = launch
             while len(_LAUNCHES) > 64:
@@ -131,7 +183,7 @@ class _ForwardLaunch:
     argument but the arrays. Calls are then a few allocations and one or two launches, cheap enough for decode.
     ``bounded``: calls pass per-batch key counts (``key_lens``)."""
 
-    def __init__(self, q, k, v, plan, scale, out, num_splits, pack, bounded=False):
+    def __init__(self, q, k, v, plan, scale, out, num_splits, pack, bounded=False, split_from=None):
         cupy = import_cupy()
         pack = int(pack)
         if pack < 1:
@@ -158,29 +210,44 @@ class _ForwardLaunch:
                 self.kernel, self.smem = fwd_kernel(ctype, head_dim, config, MASK_MODES[plan.payload],
                                                     self.device_id, plan.perm is not None)
             ctas = plan.n_mblocks * B * (H // pack)
+            if split_from is not None and num_splits is None:
+                raise ValueError("split_from needs num_splits: the CTAs from split_from on are split num_splits ways")
+            split_from = 0 if split_from is None else int(split_from)
+            if not 0 <= split_from <= ctas:
+                raise ValueError(f"split_from must lie in [0, {ctas}] (the launch's CTAs); got {split_from}")
             if num_splits is None:
                 # a plan built on the device is not read back for this: its rows are at most n_nblocks long
-                longest = (plan.n_nblocks if not plan.on_host else
-                           0 if plan.nnz == 0 else int(np.diff(plan.row_ptr, axis=-1).max()))
-                num_splits = num_splits_for(ctas, longest, self.smem, multiprocessors(self.device_id))
+                lengths = np.diff(plan.row_ptr, axis=-1) if plan.on_host and plan.nnz else None
+                longest = plan.n_nblocks if not plan.on_host else 0 if lengths is None else int(lengths.max())
+                num_splits = num_splits_for(ctas, longest, self.smem, multiprocessors(self.device_id),
+                                            1 if self.sm90 else None)
+                # rows of one length (dense plans) in waves of one CTA an SM (fwd_sm90's 384 or 512 threads and
+                # their registers): split the last wave's CTAs; rows cut at run time (bounded) are not known here
+                if (num_splits == 1 and self.sm90 and not bounded and lengths is not None
+                        and lengths.min() == longest):
+                    num_splits, split_from = tail_splits_for(ctas, longest, tile[1], multiprocessors(self.device_id))
             self.num_splits = int(num_splits)
             if not 1 <= self.num_splits <= MAX_SPLITS:
                 raise ValueError(f"num_splits must lie in [1, {MAX_SPLITS}]; got {num_splits}")
+            # CTAs from split_from on are split (forward_cta, gpu/common.cuh): all of them, a tail or none
+            self.split_from = ctas if self.num_splits == 1 else split_from
+            self.tail = ctas - self.split_from
             out_like = cupy.empty(q.shape, dtype=q.dtype) if out is None else out
             strides = [element_strides(x, name, plan.perm is not None)
                        for name, x in (("q", q), ("k", k), ("v", v), ("out", out_like))]
             dp = device_plan(plan)
         self.out_shape, self.dtype = q.shape, q.dtype
         self.lse_shape = (B, H, n_q)
-        # float32 partial O and LSE per split; none without splits
-        self.part_shapes = (((self.num_splits, B * H, n_q, head_dim), (self.num_splits, B * H, n_q))
-                            if self.num_splits > 1 else ())
+        # float32 partial O and LSE of each split CTA's tile rows; none without splits
+        part_rows = self.num_splits * self.tail * tile[0]
+        self.part_shapes = ((part_rows, head_dim), (part_rows,)) if self.tail else ()
         i32, i64 = np.int32, np.int64
-        self.grid, self.block = (plan.n_mblocks, B * H // pack, self.num_splits), (threads, 1, 1)
+        self.grid, self.block = (self.split_from + self.tail * self.num_splits, 1, 1), (threads, 1, 1)
+        group_strides = (i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0))
         self.args = (
             *(i64(s) for triple in strides for s in triple),
-            i32(H), i32(H // Hk), i32(pack), i32(self.num_splits), i32(n_q), i32(n_k),
-            i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0), i32(plan.n_mblocks), i32(plan.n_nblocks),
+            i32(H), i32(H // Hk), i32(pack), i32(B), i32(self.num_splits), i32(self.split_from), i32(n_q), i32(n_k),
+            *group_strides, i32(plan.n_mblocks), i32(plan.n_nblocks),
             dp["row_ptr"], dp["col_idx"], dp["kind"], dp["m_order"], dp["m_levels"],
             dp["payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
             np.float32(scale * math.log2(math.e)),
@@ -197,25 +264,27 @@ class _ForwardLaunch:
             self.args += (*(m.slot for m in self.maps), *((ctypes.c_uint8 * MAP_BYTES)(),) * (4 - len(self.maps)))
         with q.device:
             self.fwd = Launcher(self.kernel, self.grid, self.block, self.smem, 8, self.args)  # 8 arrays a call
-            if self.num_splits > 1:
-                rows, warps = n_q * pack, 4  # COMBINE_WARPS in fwd.cu
+            if self.tail:
+                rows, warps = self.tail * tile[0], 4  # the split CTAs' tile rows; COMBINE_WARPS in fwd.cu
                 self.combine = Launcher(
-                    combine_kernel(ctype, head_dim, self.device_id), ((rows + warps - 1) // warps, B * H // pack, 1),
-                    (warps * 32, 1, 1), 0, 4, (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits),
-                                               i32(n_q), dp["perm"]))
+                    combine_kernel(ctype, head_dim, self.device_id), ((rows + warps - 1) // warps, 1, 1),
+                    (warps * 32, 1, 1), 0, 4,
+                    (*(i64(s) for s in strides[3]), i32(H), i32(pack), i32(self.num_splits), i32(self.split_from),
+                     i32(self.tail), i32(tile[0]), i32(n_q), *group_strides, i32(plan.n_mblocks), dp["m_order"],
+                     dp["m_levels"], dp["perm"]))
 
     def rebind(self, plan):
         """Run ``plan``, laid out as this launch's plan (``plans.rebind``), from now on."""
-        rebind([self.fwd] + ([self.combine] if self.num_splits > 1 else []), self.plan, plan)
+        rebind([self.fwd] + ([self.combine] if self.tail else []), self.plan, plan)
         self.plan = plan
 
     def __call__(self, stream: int, q: int, k: int, v: int, out: int, lse: int, o_part: int = 0, lse_part: int = 0,
                  key_lens: int = 0):
         """Launch on ``stream`` over the arrays at these device addresses (the split partials only when
-        ``num_splits > 1``; key_lens, 0 for none, only on a ``bounded`` launch)."""
+        CTAs are split, ``part_shapes``; key_lens, 0 for none, only on a ``bounded`` launch)."""
         with self.device:
             for tensor_map, address in zip(self.maps, (k, v, q, out)):
                 tensor_map.point_at(address)
             self.fwd(stream, q, k, v, out, lse, o_part, lse_part, key_lens)
-            if self.num_splits > 1:
+            if self.tail:
                 self.combine(stream, o_part, lse_part, out, lse)
