@@ -33,10 +33,11 @@
 # throughput); dense forwards split the last wave's CTAs (tail_splits_for: D = 96 full 0.96x, D = 128 0.985x, D = 64
 # 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). First on nvidia-h200: the GPU tests the (p) tree did not
 # get (`tests/gpu/test_forward.py test_torch_gpu.py test_backward.py test_training.py`, about 12 minutes: two calls).
-# Lead: the backward's waves. The one-pass backward's CTAs (a key block each, 2048 at dense 16k D = 128) are equal
-# too and run in the same 15.5 -> 16 waves; splitting the last wave's key blocks over their query blocks needs
-# their dK / dV partials summed (float32 pieces and a merge, as the forward's combine): about 2-3% of the dense
-# backward by the forward's model, where fwd+bwd is 1.09x FA4.
+# Prepared in (p), host-checked only: the backward's waves. The one-pass backward's CTAs (a key block each, 2048 at
+# dense 16k D = 128) run in the same 15.5 -> 16 waves; docs/bench/next/bwd_tail.patch splits the last wave's key
+# blocks over their query blocks (float32 dK / dV pieces and a merge kernel), from D = 96 on plans without partial
+# tiles; its one-call script docs/bench/next/bwd_tail.sh (tests, sanitizers, split against none in turns). Merge it
+# if the tests pass and it gains (the forward's split gained 1.5% at D = 128 and 4% at D = 96).
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
