@@ -32,7 +32,7 @@
 # (p): D = 256's forward-only 128 x 80 tile merged (full 0.93x, causal 0.91x the 128 x 64 time; 0.970x FA4's dense
 # throughput); dense forwards split the last wave's CTAs (tail_splits_for: D = 96 full 0.96x, D = 128 0.985x, D = 64
 # 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). First on nvidia-h200: the GPU tests the (p) tree did not
-# get (`tests/gpu/test_forward.py test_torch_gpu.py test_backward.py test_training.py`, about 12 minutes: two calls).
+# get (docs/bench/next/owed_tests.sh forward, then backward: two calls of about six minutes).
 # Prepared in (p), host-checked only: the backward's waves. The one-pass backward's CTAs (a key block each, 2048 at
 # dense 16k D = 128) run in the same 15.5 -> 16 waves; docs/bench/next/bwd_tail.patch splits the last wave's key
 # blocks over their query blocks (float32 dK / dV pieces and a merge kernel), from D = 96 on plans without partial
