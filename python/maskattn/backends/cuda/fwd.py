@@ -153,7 +153,7 @@ def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_spli
     """The checked launch of :func:`forward` for these arrays' shapes, strides, dtype and device (cached): call it
     with a stream and the data pointers of q, k, v, out, lse and the split partials (``part_shapes``), which the
     caller allocates (q, k, v and out with the strides given here), and with ``bounded`` that of ``key_lens``."""
-    key = _launch_key(q, k, v, out, plan, scale, (num_splits, split_from), pack, bounded)
+    key = _launch_key(q, k, v, out, plan, scale, num_splits, split_from, pack, bounded)
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None or launch.plan is not plan:
         launch = _ForwardLaunch(q, k, v, plan, scale, out, num_splits, pack, bounded, split_from)
@@ -167,14 +167,14 @@ def forward_launch(q, k, v, plan: BlockMask, scale: float, out=None, *, num_spli
 _LAUNCHES: "collections.OrderedDict[tuple, _ForwardLaunch]" = collections.OrderedDict()
 
 
-def _launch_key(q, k, v, out, plan, scale, num_splits, pack, bounded):
+def _launch_key(q, k, v, out, plan, scale, num_splits, split_from, pack, bounded):
     """What a checked launch depends on besides the data pointers, or None where the full checks must run (not
     CuPy arrays, pointers off 16 bytes) or where nothing should be kept (a transient plan)."""
     cupy = import_cupy()
     arrays = (q, k, v) if out is None else (q, k, v, out)
     if not all(type(x) is cupy.ndarray for x in arrays) or any(x.data.ptr % 16 for x in arrays) or plan.transient:
         return None
-    return ((id(plan), scale, num_splits, pack, bounded, sm90_enabled(), sources_key())
+    return ((id(plan), scale, num_splits, split_from, pack, bounded, sm90_enabled(), sources_key())
             + tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays))
 
 
