@@ -2,9 +2,10 @@
 // bwd_dkdv_kernel (its parameters, grid, plan traversal, masks and outputs) on wgmma, which also accumulates dQ.
 //
 // bwd_dkdv_sm90_kernel:
-// Same parameters, grid and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, and tensor maps of Q,
-// dO, K and V (tma.cuh) at the end: common.cuh's plan_cta gives the CTA its head group b * kv_heads + kv_head and
-// its key block's rank in n_order; the CTA walks the backward CSR of every query head of its GQA group, BM query rows
+// Same parameters and outputs as bwd_dkdv_kernel (bwd.cu) with TILE_M = TILE_N = 128, then the batch, the last
+// wave's split (SPLITS) and tensor maps of Q, dO, K and V (tma.cuh), on a one-dimensional grid: common.cuh's
+// split_cta gives the CTA its head group b * kv_heads + kv_head, its key block's rank in n_order and its slice of
+// the columns; the CTA walks the backward CSR of every query head of its GQA group, BM query rows
 // a step (STEP_ROWS: 128 at D <= 64, else 64; at D = 128 without bit tiles, node order or fixed point 80, over runs
 // of consecutive query blocks, with dQ computed transposed: RUNS), and reads bwd_preprocess_kernel's LSE (log2
 // units), delta and (FIXED) dQ exponents. Three warpgroups (384 threads), FlashAttention-3's backward with the
@@ -109,6 +110,11 @@ template <int D>
 constexpr bool WIDE = D > 128;
 template <int D>
 constexpr int KEY_BLOCK = WIDE<D> ? 64 : TILE_N;
+// dK/dV kernel: whether a launch may split its last wave's CTAs (split_cta; bwd.py's tail_splits_for): plans without
+// partial tiles, whose columns are all of one length where the launch splits (dense ones, block-aligned masks), from
+// D = 96 (at 32 and 64 reading the split's slice in the producer's walk spilled 4 bytes at its 24 registers)
+template <int D, int MASK>
+constexpr bool SPLITS = MASK == MASK_NONE && D > 64;
 // dK/dV kernel: registers of the producer warpgroup (one thread's walk for the copy engine and one the dQ writer's, at
 // 24 without a spill only as long as the walk keeps few values; for perm plans the cp.async addressing and the walk
 // of 128 threads: 40, with which only D = 256 with fixed-point dQ and bit tiles spills, 8 bytes) and of the consumers
@@ -265,7 +271,8 @@ constexpr int BWD_SM90_SMEM_BYTES =
 
 template <typename T, int D, int MASK, bool PERM, bool FIXED>
 __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
-    bwd_dkdv_sm90_kernel(MASKATTN_BWD_DKDV_PARAMS, const __grid_constant__ TensorMap q_map,
+    bwd_dkdv_sm90_kernel(MASKATTN_BWD_DKDV_PARAMS, int batch, int num_splits, int split_from, long long part_offset,
+                         const __grid_constant__ TensorMap q_map,
                          const __grid_constant__ TensorMap do_map, const __grid_constant__ TensorMap k_map,
                          const __grid_constant__ TensorMap v_map) {
   if constexpr (!PERM) perm = nullptr;  // no node order: the row lookups compile away (common.cuh)
@@ -310,7 +317,12 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   // WRITER: each consumer's last staged chunk (here.y of its step, -1 at the end), then (RUNS) the step's rows as
   // each consumer wrote them (the writer reads consumer 1's, with its chunk), after the mbarriers
   int* dq_slots = reinterpret_cast<int*>(generic(bars + 8 * BARRIERS));
-  static_assert(8 * BARRIERS + 16 <= 96, "the slots lie between the mbarriers and the row table");
+  // then (SPLITS) a split CTA's slice of its columns, read at each head of the walk (computed there, ptxas spilled):
+  // x, its first entry's offset, and y, its entries, or -1 for a whole column (split_cta: split s of S takes entries
+  // [len s / S, len (s + 1) / S) of a column of len entries), the same for every head of the group, since the launch
+  // splits only plans whose columns are all of one length (bwd.py)
+  int2* const walk_slice = reinterpret_cast<int2*>(dq_slots + 4);
+  static_assert(8 * BARRIERS + 24 <= 96, "the slots lie between the mbarriers and the row table");
   // where consumer c's dQ chunk of step chunk y (the step's here.y) lands in dq_accum (DqChunk order; RUNS: the
   // step's first row, both consumers' halves, y its accumulator row / 16, DqRows order)
   auto accum_chunk = [&](long long y, int c) {
@@ -329,7 +341,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     int b, kv_head, h_first, n_block, key0;
   };
   auto where = [&]() {
-    const PlanCta cta_of = backward_cta(n_levels);
+    const SplitCta cta_of = split_cta(n_levels, batch * kv_heads, n_nblocks, split_from, num_splits);
     const int b = cta_of.head_group / kv_heads, kv_head = cta_of.head_group % kv_heads;
     const int h_first = kv_head * heads_per_kv;
     const int n_block = n_order[(long long)(b * group_sb + h_first * group_sh) * n_nblocks + cta_of.rank];
@@ -341,6 +353,18 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
   static_assert(2 * BM >= KB, "the key rows fit the row table");
 
   if (tid == 0) {
+    if constexpr (SPLITS<D, MASK>) {
+      const SplitCta cta_of = split_cta(n_levels, batch * kv_heads, n_nblocks, split_from, num_splits);
+      *walk_slice = make_int2(0, -1);
+      if (cta_of.splits > 1) {
+        const int b = cta_of.head_group / kv_heads, h_first = cta_of.head_group % kv_heads * heads_per_kv;
+        const int group = b * group_sb + h_first * group_sh;
+        const long long* ptr =
+            col_ptr + (long long)group * (n_nblocks + 1) + n_order[(long long)group * n_nblocks + cta_of.rank];
+        const int len = (int)(ptr[1] - ptr[0]), first = len * cta_of.split / cta_of.splits;
+        *walk_slice = make_int2(first, len * (cta_of.split + 1) / cta_of.splits - first);
+      }
+    }
     // the copy engine's stages are announced by one arrival (with the bytes they wait for), cp.async ones by the 128
     // copying threads' cp_async_arrive, and a step's by thread 0's arrival too, after it wrote the step's description
     mbarrier_init(barrier(KV_FULL), PERM ? 128 : 1);
@@ -361,14 +385,21 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     const int b = at.b, kv_head = at.kv_head, h_first = at.h_first, n_block = at.n_block, key0 = at.key0;
     // the walk over (query head of the group, backward CSR entry, BM-row step of the entry's query block)
     int head = -1, group = 0, m_block = 0, step = 0, n_steps = 0;
-    long long e = 0, e_end = 0;
+    long long e = 0;
+    int left = 0;  // entries of the column after e (a 32-bit count, not an end: the walk keeps few registers)
     auto next_entry = [&]() -> bool {  // false at the walk's end
-      while (++e >= e_end) {
+      ++e;
+      while (--left < 0) {
         if (++head >= heads_per_kv) return false;
         group = b * group_sb + (h_first + head) * group_sh;
         const long long* ptr = col_ptr + (long long)group * (n_nblocks + 1) + n_block;
-        e = ptr[0] - 1;
-        e_end = ptr[1];
+        e = ptr[0];
+        left = (int)(ptr[1] - ptr[0]);
+        if constexpr (SPLITS<D, MASK>) {
+          const int2 slice = *walk_slice;
+          e += slice.x;
+          if (slice.y >= 0) left = slice.y;
+        }
       }
       m_block = row_idx[e];
       return true;
@@ -391,7 +422,7 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
         run_row = next;
         run_rows = min(BM, (m_block + 1) * TILE_M - next);
         run_partial = partial_entry(e);
-        if (run_rows < BM && e + 1 < e_end && row_idx[e + 1] == m_block + 1) {
+        if (run_rows < BM && left > 0 && row_idx[e + 1] == m_block + 1) {
           run_rows = BM;
           run_partial = run_partial || partial_entry(e + 1);
         }
@@ -832,6 +863,26 @@ __global__ void __launch_bounds__(sm90_bwd::THREADS, 1)
     bulk_wait<0>();
   }
 
+  // A split CTA (split_cta): its scaled dK and its dV in float32 from registers to its piece of the partials,
+  // part_offset floats past dq_accum ([piece][dK, dV][KB rows][D]), which bwd_dkdv_merge_sm90_kernel adds up.
+  if (const int piece = SPLITS<D, MASK> ? split_piece(split_from) : -1; piece >= 0) {
+    float* const part = reinterpret_cast<float*>(dq_accum) + part_offset + (long long)piece * 2 * KB * D;
+    if constexpr (!W) {
+      store_fragments_f32<D>(part, acc_dk, tile_key, lane, scale);
+      store_fragments_f32<D>(part + KB * D, acc_dv, tile_key, lane, 1.f);
+    } else {
+      constexpr int F0 = Cols::N0 / 8, F1 = Cols::N1 / 8;
+      const int chunk0 = Cols::first(0, consumer) / 8, chunk1 = Cols::first(1, consumer) / 8;
+      store_fragments_f32<D>(part, fragments<0, F0>(acc_dk), tile_key, lane, scale, chunk0);
+      store_fragments_f32<D>(part + KB * D, fragments<0, F0>(acc_dv), tile_key, lane, 1.f, chunk0);
+      if constexpr (F1 > 0) {
+        store_fragments_f32<D>(part, fragments<F0, F1>(acc_dk), tile_key, lane, scale, chunk1);
+        store_fragments_f32<D>(part + KB * D, fragments<F0, F1>(acc_dv), tile_key, lane, 1.f, chunk1);
+      }
+    }
+    return;
+  }
+
   // Epilogue: dK = scale * acc_dk and dV through sK and sV (swizzled: conflict-free for the fragment writes and the
   // row reads), then 16-byte stores. Up to D = 128 each consumer writes and stores its own rows; wide ones their
   // columns of every row, then consumer 0 stores dK and consumer 1 dV. Every wgmma reading sK or sV must have
@@ -917,11 +968,47 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_sm90_kernel(
       make_uint4(packed[0], packed[1], packed[2], packed[3]);
 }
 
+// Adds up the split CTAs' dK and dV (bwd_dkdv_sm90_kernel's partials, part_offset floats past dq_accum: [split s]
+// [tail CTA t][dK, dV][KB rows][D]) in split order, so deterministically, into dK and dV: a thread takes 4 columns of
+// a key row, placed through the plan's CTA order (n_order, n_levels) and node order as the dK/dV kernel places them.
+template <typename T, int D>
+__global__ void __launch_bounds__(CONVERT_THREADS) bwd_dkdv_merge_sm90_kernel(
+    const float* __restrict__ dq_accum, T* __restrict__ dk, T* __restrict__ dv, long long part_offset, long long dk_sb,
+    long long dk_sh, long long dk_sn, long long dv_sb, long long dv_sh, long long dv_sn, int kv_heads,
+    int heads_per_kv, int n_k, int group_sb, int group_sh, int n_nblocks, int split_from, int tail, int num_splits,
+    const int* __restrict__ n_order, const int2* __restrict__ n_levels, const int* __restrict__ perm) {
+  using namespace sm90_bwd;
+  constexpr int KB = KEY_BLOCK<D>, QUADS = D / 4;
+  const long long idx = (long long)blockIdx.x * CONVERT_THREADS + threadIdx.x;
+  if (idx >= (long long)tail * KB * QUADS) return;
+  const int t = (int)(idx / (KB * QUADS)), r = (int)(idx / QUADS % KB), c = (int)(idx % QUADS) * 4;
+  const PlanCta cta = plan_cta(split_from + t, (split_from + tail) / n_nblocks, n_levels);
+  const int b = cta.head_group / kv_heads, kv_head = cta.head_group % kv_heads;
+  const int group = b * group_sb + kv_head * heads_per_kv * group_sh;
+  const int key = n_order[(long long)group * n_nblocks + cta.rank] * KB + r;
+  if (key >= n_k) return;
+  const float* part = dq_accum + part_offset + ((long long)t * 2 * KB + r) * D + c;
+  const long long split_stride = (long long)tail * 2 * KB * D;
+  float4 sk = make_float4(0.f, 0.f, 0.f, 0.f), sv = sk;
+#pragma unroll 1  // unrolled, ptxas spilled 8 bytes
+  for (int s = 0; s < num_splits; ++s) {
+    const float4 x = *reinterpret_cast<const float4*>(part + s * split_stride);
+    const float4 y = *reinterpret_cast<const float4*>(part + s * split_stride + KB * D);
+    sk = make_float4(sk.x + x.x, sk.y + x.y, sk.z + x.z, sk.w + x.w);
+    sv = make_float4(sv.x + y.x, sv.y + y.y, sv.z + y.z, sv.w + y.w);
+  }
+  const long long token = caller_token(perm, key);
+  *reinterpret_cast<uint2*>(dk + b * dk_sb + kv_head * dk_sh + token * dk_sn + c) =
+      make_uint2(Dtype<T>::pack(sk.x, sk.y), Dtype<T>::pack(sk.z, sk.w));
+  *reinterpret_cast<uint2*>(dv + b * dv_sb + kv_head * dv_sh + token * dv_sn + c) =
+      make_uint2(Dtype<T>::pack(sv.x, sv.y), Dtype<T>::pack(sv.z, sv.w));
+}
+
 }  // namespace maskattn
 
 #ifdef MASKATTN_INSTANTIATE
 // Compiled alone (nvcc -c -DMASKATTN_INSTANTIATE): the kernels of the configuration the knobs above name, the dK/dV
-// kernel and its conversion, for resource reports.
+// kernel, its conversion and the merge of split CTAs' dK and dV, for resource reports.
 void* maskattn_bwd_sm90_instances[] = {
     reinterpret_cast<void*>(&maskattn::bwd_dkdv_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM,
                                                             maskattn::MASKATTN_MASK, MASKATTN_PERM, MASKATTN_FIXED>),
@@ -929,5 +1016,6 @@ void* maskattn_bwd_sm90_instances[] = {
         &maskattn::bwd_dq_convert_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM, MASKATTN_FIXED,
                                               maskattn::sm90_bwd::RUNS<MASKATTN_HEAD_DIM, maskattn::MASKATTN_MASK,
                                                                        MASKATTN_PERM, MASKATTN_FIXED>>),
+    reinterpret_cast<void*>(&maskattn::bwd_dkdv_merge_sm90_kernel<maskattn::MASKATTN_DTYPE, MASKATTN_HEAD_DIM>),
 };
 #endif

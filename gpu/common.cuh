@@ -199,30 +199,32 @@ __device__ __forceinline__ PlanCta backward_cta(const int2* __restrict__ levels)
   return plan_cta(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, levels);
 }
 
-// The forward's CTA on its one-dimensional grid. The plan's CTA order (plan_cta: n_mblocks ranks of head_groups head
-// groups) runs whole up to CTA split_from; each CTA from there on (the tail, last to launch)
-// is split num_splits ways: split s of the tail's t-th CTA is block split_from + s * tail + t, and writes float32
-// partials at `piece` s * tail + t (combine_kernel merges them). split_from 0 splits every CTA (split-KV for few CTAs);
-// a tail alone evens out the last wave (fwd.py's tail_splits_for).
-struct ForwardCta {
+// A split-capable CTA on a one-dimensional grid: the forward's (a query block of a head group; ranks = n_mblocks)
+// and the one-pass backward's (a key block of a batch and KV head; ranks = n_nblocks). The plan's CTA order (plan_cta:
+// `ranks` ranks of head_groups head groups) runs whole up to CTA split_from; each CTA from there on (the tail, last to
+// launch) is split num_splits ways: split s of the tail's t-th CTA is block split_from + s * tail + t, and writes
+// float32 partials at `piece` s * tail + t (the forward's combine_kernel, the backward's bwd_dkdv_merge_sm90_kernel
+// add them up). split_from 0 splits every CTA (split-KV for few CTAs); a tail alone evens out the last wave (fwd.py's
+// tail_splits_for).
+struct SplitCta {
   int rank, head_group, split, splits;  // split 0 of 1 for a whole row
 };
 // A CTA's piece, or -1 where its row is whole: what the epilogues need after the key loop. The index is read through
 // volatile asm, so that it is read again there instead of kept live across the loop (which spilled at 160 registers).
-__device__ __forceinline__ int forward_piece(int split_from) {
+__device__ __forceinline__ int split_piece(int split_from) {
   unsigned x;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
   return (int)x >= split_from ? (int)x - split_from : -1;
 }
-__device__ __forceinline__ ForwardCta forward_cta(const int2* __restrict__ levels, int head_groups, int n_mblocks,
-                                                  int split_from, int num_splits) {
+__device__ __forceinline__ SplitCta split_cta(const int2* __restrict__ levels, int head_groups, int ranks,
+                                              int split_from, int num_splits) {
   unsigned x;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
   if ((int)x < split_from) {
     const PlanCta c = plan_cta(x, head_groups, levels);
     return {c.rank, c.head_group, 0, 1};
   }
-  const int piece = (int)x - split_from, tail = head_groups * n_mblocks - split_from;
+  const int piece = (int)x - split_from, tail = head_groups * ranks - split_from;
   const PlanCta c = plan_cta(split_from + piece % tail, head_groups, levels);
   return {c.rank, c.head_group, piece / tail, num_splits};
 }
@@ -234,7 +236,7 @@ __device__ __forceinline__ ForwardCta forward_cta(const int2* __restrict__ level
 // key_lens[b] are masked besides the plan, a KV cache's valid length, cache_seqlens) ends the arrays. Strides are
 // in elements of the logical (B, H, n, D) views, whose last dimension is contiguous; n_q counts tokens (a CTA has
 // n_q * pack rows); mask group g = b * group_sb + h * group_sh (0 strides broadcast the plan over batch or heads);
-// batch (B), num_splits and split_from: forward_cta. T is the kernel's element type.
+// batch (B), num_splits and split_from: split_cta. T is the kernel's element type.
 #define MASKATTN_FWD_ARRAYS                                                                                      \
   const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,                \
       float* __restrict__ lse, float* __restrict__ o_part, float* __restrict__ lse_part,                       \

@@ -1,13 +1,13 @@
 // Block-sparse flash-attention forward: O and LSE over the key blocks a BlockMask lists for each query block.
 //
-// One CTA per (query block, head, batch[, split]) on a one-dimensional grid; common.cuh's forward_cta gives its query
+// One CTA per (query block, head, batch[, split]) on a one-dimensional grid; common.cuh's split_cta gives its query
 // block's rank in the plan's m_order (heaviest rows first), its head group b * H / pack + h / pack (longest first
 // across heads) and its split.
 //
 // GQA packing (decode): with pack > 1 a CTA serves `pack` query heads of one KV head, and its rows are (token, head)
 // pairs, token-major: row p is token p / pack of head (head group % (H / pack)) * pack + p % pack. The plan is then
 // compiled over the packed rows (each mask row repeated pack times), so masking needs no change.
-// Split-KV: a split CTA (forward_cta: every CTA, or the tail of the CTA order from split_from) takes the s-th of
+// Split-KV: a split CTA (split_cta: every CTA, or the tail of the CTA order from split_from) takes the s-th of
 // num_splits even slices of the query block's key block list and writes its normalised O and LSE in float32 to
 // o_part / lse_part ([piece][row of the tile]); a split with no key blocks writes 0 and -inf. combine_kernel below
 // merges the splits exactly.
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   const int warp_m = warp / KEY_WARPS, warp_key0 = warp % KEY_WARPS * WARP_KEYS;  // row tile; first key in a block
   const int g_lane = lane / 4, t_lane = lane % 4;  // mma fragment row and column pair
   const int head_groups = heads / pack;
-  const ForwardCta cta_of = forward_cta(m_levels, batch * head_groups, n_mblocks, split_from, num_splits);
+  const SplitCta cta_of = split_cta(m_levels, batch * head_groups, n_mblocks, split_from, num_splits);
   const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int keys = key_lens == nullptr ? n_k : min(n_k, key_lens[b]);
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
   cp_async_wait<0>();
   __syncthreads();
   // partials: [piece][row of the tile]
-  const int piece = forward_piece(split_from);
+  const int piece = split_piece(split_from);
   float* const tile_part = o_part + (long long)max(piece, 0) * TILE_M * D;
   float* const tile_lse_part = lse_part + (long long)max(piece, 0) * TILE_M;
   T* gO = o + b * o_sb + h * o_sh;
@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(WARPS * 32) fwd_kernel(
 }
 
 // Merges the num_splits float32 partials of each row of the split CTAs (fwd_kernel's o_part / lse_part: [piece][row
-// of the tile], piece s * tail + t for split s of the tail's t-th CTA, forward_cta) into O (T, packed rows as in
+// of the tile], piece s * tail + t for split s of the tail's t-th CTA, split_cta) into O (T, packed rows as in
 // fwd_kernel) and LSE: weights exp(lse_s - lse), lse = log sum_s exp(lse_s). One warp per row of the tail's tiles
 // (tail * tile_m of them), four columns per lane; splits that saw no key (lse_s = -inf) weigh 0, and a row no split saw
 // gives 0 and -inf. The plan's arrays (m_order, m_levels, group strides) place a tile's rows as the forward did.

@@ -2,7 +2,7 @@
 //
 // Same parameters (key_lens included), grid and outputs as fwd_kernel (fwd.cu) with TILE_M x TILE_N tiles,
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
-// b * H / pack + h / pack and its split from common.cuh's forward_cta (longest first across heads). TILE_M
+// b * H / pack + h / pack and its split from common.cuh's split_cta (longest first across heads). TILE_M
 // is 128, or 192 at D <= 96; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 96
 // and 192, or 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
 // forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
 
   const int tid = threadIdx.x, warpgroup = tid / 128;
   const int head_groups = heads / pack;
-  const ForwardCta cta_of = forward_cta(m_levels, batch * head_groups, n_mblocks, split_from, num_splits);
+  const SplitCta cta_of = split_cta(m_levels, batch * head_groups, n_mblocks, split_from, num_splits);
   const int b = cta_of.head_group / head_groups, h = cta_of.head_group % head_groups * pack;  // h: first query head
   const int rows = n_q * pack;
   const int group = b * group_sb + h * group_sh;
@@ -388,7 +388,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   // writes and the row reads; every wgmma reading them has completed) and stores 16-byte vectors.
   float inv_sum[2], row_lse[2];
   softmax.finish(scale_log2, inv_sum, row_lse);
-  const int piece = forward_piece(split_from);
+  const int piece = split_piece(split_from);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = warp_row0 + g_lane + 8 * half;

@@ -429,6 +429,19 @@ __device__ __forceinline__ void store_fragments_sw128(unsigned char* tile, const
   }
 }
 
+// A warp's float32 accumulator fragments, as store_fragments_sw128 takes them, times f into a row-major float32 tile
+// of COLS columns at global address tile: rows top and top + 8, columns 8 (chunk0 + j) + 2 (lane % 4), + 1.
+template <int COLS, int DB>
+__device__ __forceinline__ void store_fragments_f32(float* tile, const float (&acc)[DB][4], int top, int lane, float f,
+                                                    int chunk0 = 0) {
+  float* const row = tile + (long long)top * COLS + 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < DB; ++j) {
+    *reinterpret_cast<float2*>(row + 8 * (chunk0 + j)) = make_float2(acc[j][0] * f, acc[j][1] * f);
+    *reinterpret_cast<float2*>(row + 8 * COLS + 8 * (chunk0 + j)) = make_float2(acc[j][2] * f, acc[j][3] * f);
+  }
+}
+
 // A warp's packed A fragments (pack_a_operand's: rows top and top + 8, columns 8 chunk0 + 16 kk + 2 (lane % 4) (+ 1)
 // and 8 more) into a ROWS-row swizzled tile at generic address tile, conflict-free as above.
 template <int ROWS, int KS>

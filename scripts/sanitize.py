@@ -9,7 +9,7 @@ Forward and backward with no mask, interval masks and bit masks (odd lengths, GQ
 Hopper every head dim takes the wgmma forward and the one-pass wgmma backward (32 and 96 at the layouts of 64 and
 128, 192 and 256 on 128 x 64 tiles): with its fixed-point dQ and the K and V bound before it where deterministic,
 with float32 dQ in the atomic cases; the case marked mma.sync the mma.sync dK/dV kernel with atomic dQ,
-MASKATTN_SM90=0);
+MASKATTN_SM90=0); the one pass with its last wave split;
 plans in an order of their own, of intervals and of bits (rows gathered through perm: the wgmma producers' row
 tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the 16 x 128 tile whose warps split the
 keys, split-KV and the combine kernel, also on the training tile and for a tail of the CTAs alone; per-sample key
@@ -79,6 +79,16 @@ for name, spec, dtype, D in cases:
     cp.cuda.Device().synchronize()
     print(name, "forward and backward ran")
 os.environ.pop("MASKATTN_SM90", None)  # none set where the filter matched no case
+# the one pass's last wave split (bwd.py's tail_splits_for: a wave of key blocks and 20 more) and the merge of the
+# split CTAs' dK and dV, in both dQ modes
+hk = cp.cuda.Device().attributes["MultiProcessorCount"] + 20
+q, k, v = (cp.asarray(rng.standard_normal((1, hk, n, 128)).astype(np.float16)) for n in (2048, 128, 128))
+tall = masks.full(2048, 128)
+out, lse = maskattn.attention(q, k, v, tall, return_lse=True)
+for deterministic in (True, False):
+    maskattn.attention_backward(cp.ones_like(out), q, k, v, out, lse, tall, deterministic=deterministic)
+cp.cuda.Device().synchronize()
+print("last wave split backward ran")
 # forward-only plans at Hopper's larger tiles (fwd_sm90.cu: 192 rows, three consumers, at D <= 64, 192 x 112 at
 # D = 96, 128 x 112 at D = 192): no mask, intervals, bits, both with a node order; split-KV and per-sample key bounds
 bf16 = np.dtype(ml_dtypes.bfloat16)

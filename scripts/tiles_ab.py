@@ -3,15 +3,16 @@ medians_in_turns): the way to weigh a forward-only tile against the training til
 (it times kernel-source folders over one plan per case).
 
     python3 scripts/tiles_ab.py --head-dim 192 --tiles 128x64 128x96 128x112 [--workloads full causal] [--n 8192]
-                                [--heads 16] [--rounds 3] [--unsplit]
+                                [--heads 16] [--rounds 3] [--unsplit] [--backward]
 
 The first tile is the baseline (the training tile, ``tile_for(D, dtype)``, or any other). Each tile is made the head
 dim's forward-only tile (``kernels.SM90_FORWARD_TILES[D]``) before each of its calls, since the launch check reads it
 on every call, so fwd_sm90.cu runs it; the kernel's ``VALID_TILE`` must admit it. The launches are cached with their
 plans, so later calls reuse them. Prints, per workload, each tile's median per round and its time over the
 baseline's (medians over rounds); bf16, B = 1. ``--unsplit`` adds, after each tile, the same launch with
-``num_splits=1``: the default's split of the last wave's CTAs (fwd.py's tail_splits_for) against none. Timings
-only: tests/gpu checks correctness.
+``num_splits=1``: the default's split of the last wave's CTAs (fwd.py's tail_splits_for) against none.
+``--backward`` times the backward (the training tile: give it alone) instead, its unsplit side built with
+bwd.py's tail_splits_for made to split nothing. Timings only: tests/gpu checks correctness.
 """
 import argparse
 import os
@@ -26,7 +27,7 @@ from gpu_timing import inputs, medians_in_turns  # noqa: E402
 
 from maskattn import compile_mask  # noqa: E402
 from maskattn.backends import cuda  # noqa: E402
-from maskattn.backends.cuda import kernels  # noqa: E402
+from maskattn.backends.cuda import bwd as cuda_bwd, kernels  # noqa: E402
 from maskattn.bench import workloads  # noqa: E402
 
 
@@ -39,6 +40,7 @@ def main():
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--unsplit", action="store_true", help="each tile also with num_splits=1")
+    parser.add_argument("--backward", action="store_true", help="time cuda.backward instead")
     args = parser.parse_args()
     D = args.head_dim
     splits = (None, 1) if args.unsplit else (None,)
@@ -62,7 +64,20 @@ def main():
 
             def call(tile=tile, plan=plan, out=out, num_splits=side[2]):  # the launch check reads the listed tile
                 kernels.SM90_FORWARD_TILES[D] = tile
-                cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits)
+                return cuda.forward(q, k, v, plan, scale, out=out, num_splits=num_splits)
+            if args.backward:  # one launch a side, kept (cuda.backward would check and build one every call)
+                _, lse = call()
+                grads = [cp.empty_like(x) for x in (q, k, v)]
+                split = cuda_bwd.tail_splits_for
+                if side[2] == 1:
+                    cuda_bwd.tail_splits_for = lambda ctas, *_: (1, ctas)
+                launch = cuda_bwd.backward_launch(q, q, k, v, out, lse, plan, scale, *grads, deterministic=False)
+                cuda_bwd.tail_splits_for = split
+                scratch = [cp.empty(shape, np.float32) for shape in launch.scratch_shapes]
+                arrays = (q, q, k, v, out, lse, *grads, *scratch)
+
+                def call(launch=launch, arrays=arrays):
+                    launch(cp.cuda.get_current_stream().ptr, *(x.data.ptr for x in arrays))
             call()
             calls[side] = call
         rounds = [medians_in_turns(calls) for _ in range(args.rounds)]

@@ -47,19 +47,19 @@ def test_num_splits_heuristic():
 
 
 def test_tail_splits_heuristic():
-    sms = 132
+    sms, piece = 132, cuda.fwd.forward_piece_blocks
     # the dense 16k forward at D = 128 (2048 CTAs of 128 key blocks: 15.5 waves): the last 68 CTAs split
-    splits, start = cuda.tail_splits_for(2048, 128, 128, sms)
+    splits, start = cuda.tail_splits_for(2048, 128, sms, piece(128))
     assert start == 2048 - 68 and 3 <= splits <= cuda.MAX_SPLITS
     # D = 96 at 192 x 112 (1376 CTAs of 147 blocks: 56 past ten waves): halves fit the idle SMs
-    assert cuda.tail_splits_for(1376, 147, 112, sms) == (2, 1376 - 56)
+    assert cuda.tail_splits_for(1376, 147, sms, piece(112)) == (2, 1376 - 56)
     # D = 256 at 128 x 80 (1024 CTAs of 103 blocks: 100 past seven waves): the pieces' partials would cost more
-    assert cuda.tail_splits_for(1024, 103, 80, sms) == (1, 1024)
-    assert cuda.tail_splits_for(2 * sms, 128, 128, sms) == (1, 2 * sms)  # whole waves
-    assert cuda.tail_splits_for(sms + 1, 3, 128, sms) == (1, sms + 1)  # rows too short to split
-    assert cuda.tail_splits_for(2 * sms - 1, 128, 128, sms) == (1, 2 * sms - 1)  # a last wave all but full
+    assert cuda.tail_splits_for(1024, 103, sms, piece(80)) == (1, 1024)
+    assert cuda.tail_splits_for(2 * sms, 128, sms, piece(128)) == (1, 2 * sms)  # whole waves
+    assert cuda.tail_splits_for(sms + 1, 3, sms, piece(128)) == (1, sms + 1)  # rows too short to split
+    assert cuda.tail_splits_for(2 * sms - 1, 128, sms, piece(128)) == (1, 2 * sms - 1)  # a last wave all but full
     for ctas, blocks in ((2048, 128), (1376, 147), (152, 16), (500, 64), (4096, 64)):
-        splits, start = cuda.tail_splits_for(ctas, blocks, 128, sms)
+        splits, start = cuda.tail_splits_for(ctas, blocks, sms, piece(128))
         assert ctas - 2 * sms < start <= ctas and 1 <= splits <= min(cuda.MAX_SPLITS, blocks // 2)
 
 

@@ -91,6 +91,9 @@ def _builds():
     for deterministic, perm in itertools.product((True, False), (False, True)):
         sm90 = cuda_bwd.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", deterministic, sm90=True, perm=perm)
         yield "bwd_sm90.cu", [name for name in sm90.values() if "_sm90_kernel<" in name], (*options, "-arch=sm_90a")
+    # the one pass where it may split its last wave (no partial tiles), and the merge of the split CTAs' dK and dV
+    dense = cuda_bwd.kernel_names("bf16_t", 128, (128, 128), "MASK_NONE", False, sm90=True)
+    yield "bwd_sm90.cu", [dense["dkdv"], cuda_bwd.merge_kernel_name("bf16_t", 128)], (*options, "-arch=sm_90a")
     # bwd.cu's kernels the deterministic Hopper backward launches too: the preprocess and the K and V bound
     fixed = cuda_bwd.kernel_names("bf16_t", 128, (128, 128), "MASK_BITS", True, sm90=True)
     yield "bwd.cu", [name for name in fixed.values() if "_sm90_kernel<" not in name], (*options, "-arch=sm_90")

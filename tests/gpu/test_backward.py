@@ -95,6 +95,28 @@ def _run(spec, rng, dtype_name="bfloat16", head_dim=128, *, B=2, H=8, Hk=2, layo
 # ---------------------------------------------------------------------------------------------------- tests
 
 
+@pytest.mark.parametrize("head_dim, deterministic", [(96, True), (128, False), (128, True), (192, False),
+                                                     (256, True)])
+def test_last_wave_split(head_dim, deterministic, rng):
+    """Key blocks whose columns are all of one length, one wave of CTAs and 20 more, no partial tiles: on Hopper the
+    one pass splits the last CTAs' columns (tail_splits_for, sm90_splits) and bwd_dkdv_merge_sm90_kernel adds their
+    dK and dV pieces up. Against the float64 reference, two query heads a KV head (each piece walks both heads'
+    slices), odd n_q; bit-identical across two runs where deterministic."""
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    dtype = _dtype("bfloat16")
+    Hk = sms + 20
+    spec = masks.full(1000, cuda.tile_for(head_dim, dtype)[1])  # one key block a KV head, 8 query blocks
+    plan, (do, q, k, v, out, lse), got, _ = _run(spec, rng, "bfloat16", head_dim, B=1, H=2 * Hk, Hk=Hk,
+                                                 deterministic=deterministic)
+    scale = head_dim ** -0.5
+    launch = cuda_bwd.backward_launch(do, q, k, v, out, lse, plan, scale, *got, deterministic=deterministic)
+    assert (launch.tail == 20) == cuda_bwd.uses_sm90(head_dim, plan.tile, q.device.id)
+    if deterministic:
+        again = cuda.backward(do, q, k, v, out, lse, plan, scale, deterministic)
+        for name, a, b in zip(("dq", "dk", "dv"), got, again):
+            assert cp.array_equal(a.view(cp.uint16), b.view(cp.uint16)), f"{name} differs between two runs"
+
+
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_family(family, dtype_name, rng):

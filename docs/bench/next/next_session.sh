@@ -31,13 +31,8 @@
 # tile; 96-key blocks do not fit our two-stage shared layout, 264 KB).
 # (p): D = 256's forward-only 128 x 80 tile merged (full 0.93x, causal 0.91x the 128 x 64 time; 0.970x FA4's dense
 # throughput); dense forwards split the last wave's CTAs (tail_splits_for: D = 96 full 0.96x, D = 128 0.985x, D = 64
-# 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). First on nvidia-h200: the GPU tests the (p) tree did not
-# get (docs/bench/next/owed_tests.sh forward, then backward: two calls of about six minutes).
-# Prepared in (p), host-checked only: the backward's waves. The one-pass backward's CTAs (a key block each, 2048 at
-# dense 16k D = 128) run in the same 15.5 -> 16 waves; docs/bench/next/bwd_tail.patch splits the last wave's key
-# blocks over their query blocks (float32 dK / dV pieces and a merge kernel), from D = 96 on plans without partial
-# tiles; its one-call script docs/bench/next/bwd_tail.sh (tests, sanitizers, split against none in turns). Merge it
-# if the tests pass and it gains (the forward's split gained 1.5% at D = 128 and 4% at D = 96).
+# 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). (q): the backward's last wave split merged (dense
+# backward 1.7% faster at D = 128 and 96); every GPU test of the forward and backward passed on that tree.
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail

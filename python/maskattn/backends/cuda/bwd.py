@@ -28,12 +28,18 @@ import math
 import numpy as np
 
 from ...plan import BlockMask
-from .kernels import (MASK_MODES, cached_per_sources, import_cupy, kernel_source, nvrtc_options, sm90_function,
-                      sm90_tile, sm90_tile_n, smem_optin, source_dir, sw128_columns)
+from .fwd import tail_splits_for
+from .kernels import (MASK_MODES, cached_per_sources, import_cupy, kernel_source, nvrtc_options, multiprocessors,
+                      sm90_function, sm90_tile, sm90_tile_n, smem_optin, source_dir, sw128_columns)
 from .kernels import uses_sm90 as forward_uses_sm90
 from .launch import Launcher, check_launch, element_strides
 from .plans import device_plan, rebind
 from .tma import MAP_BYTES, TensorMap
+
+# A one-pass piece's dK and dV partials (float32, written by the piece and read by the merge: 16 bytes a key and
+# column at about 3 TB/s) against one block of its walk (a query block of 128 rows: five products, 1280 flops a key
+# and column, at about 475 TFLOP/s over 132 SMs), for tail_splits_for
+BWD_PIECE_BLOCKS = 0.015
 
 __all__ = ["bwd_config", "bwd_smem_bytes", "bwd_sm90_smem_bytes", "uses_sm90", "backward"]
 
@@ -84,6 +90,12 @@ def sm90_runs(head_dim: int, mask_mode: str, perm: bool, deterministic: bool) ->
     point; at D = 96 for plans without partial tiles only."""
     return (((head_dim == 128 and mask_mode != "MASK_BITS") or (head_dim == 96 and mask_mode == "MASK_NONE"))
             and not perm and not deterministic)
+
+
+def sm90_splits(head_dim: int, mask_mode: str) -> bool:
+    """SPLITS<D, MASK> of bwd_sm90.cu: whether a launch may split its last wave's CTAs (plans without partial tiles,
+    from head dim 96)."""
+    return mask_mode == "MASK_NONE" and head_dim > 64
 
 
 def sm90_step_rows(head_dim: int, runs: bool = False) -> int:
@@ -188,6 +200,17 @@ def _kernels(ctype: str, head_dim: int, tile: tuple[int, int], mask_mode: str, d
     return kernels
 
 
+def merge_kernel_name(ctype: str, head_dim: int) -> str:
+    """bwd_sm90.cu's merge of split CTAs' dK and dV pieces."""
+    return f"maskattn::bwd_dkdv_merge_sm90_kernel<maskattn::{ctype}, {head_dim}>"
+
+
+@cached_per_sources
+def _merge_kernel(ctype: str, head_dim: int, device_id: int):
+    """:func:`merge_kernel_name`'s kernel, compiled where a launch splits its last wave."""
+    return sm90_function("bwd_sm90.cu", merge_kernel_name(ctype, head_dim), 0, device_id)[0]
+
+
 def backward(do, q, k, v, out, lse, plan: BlockMask, scale: float, deterministic: bool = True, *, dq=None, dk=None,
              dv=None):
     """Gradients of block-sparse attention with respect to q, k and v, on CuPy arrays.
@@ -287,10 +310,23 @@ class _BackwardLaunch:
             # garbage past head_dim) and, in fixed point, the K and V bounds after it (2 per batch and KV head), all
             # zeroed before each launch, and the rows' exponents (a byte each)
             self.scratch_shapes = [(B * H, n_q_pad), (B * H, n_q_pad)]
+            # the one pass's last wave split (tail_splits_for, as the forward's; sm90_splits): key blocks from
+            # split_from on walk num_splits slices of their columns, their dK and dV pieces in float32 after the
+            # accumulator; only where every column has one length (the kernel takes one slice for every head)
+            ctas = B * Hk * plan.n_nblocks
+            self.num_splits, self.split_from = 1, ctas
+            split = sm90 and sm90_splits(head_dim, MASK_MODES[plan.payload]) and plan.on_host and plan.nnz
+            lengths = np.diff(plan.col_ptr, axis=-1) if split else None
+            if lengths is not None and lengths.min() == lengths.max():
+                self.num_splits, self.split_from = tail_splits_for(
+                    ctas, int(lengths.max()) * (H // Hk), multiprocessors(device_id), BWD_PIECE_BLOCKS)
+            self.tail = ctas - self.split_from if self.num_splits > 1 else 0
             if not self.dq_pass:
                 self.accum_elements = B * H * n_q_pad * (sw128_columns(head_dim) if sm90 else head_dim)
                 self.accum_bytes = (self.accum_elements + (2 * B * Hk if self.fixed else 0)) * 4
-                self.scratch_shapes.append((self.accum_bytes // 4,))
+                self.part_offset = -(-self.accum_bytes // 16) * 4  # floats, 16-byte aligned
+                pieces = self.num_splits * self.tail * 2 * tile[1] * head_dim
+                self.scratch_shapes.append((self.part_offset + pieces if self.tail else self.accum_bytes // 4,))
             if self.fixed:
                 self.scratch_shapes.append((B * H, n_q_pad // 4))
             group_sb, group_sh = i32(H_mask if B_mask > 1 else 0), i32(1 if H_mask > 1 else 0)
@@ -321,14 +357,26 @@ class _BackwardLaunch:
                 dp["perm"]))
             kernel, smem = kernels["dkdv"]
             # arrays: q, k, v, do, dk, dv, dq_accum, lse_log2, delta, dq_exp
+            # bwd_sm90.cu's grid is one-dimensional (split_cta), bwd.cu's (head groups, key blocks)
+            grid = (self.split_from + self.tail * self.num_splits, 1, 1) if sm90 else (B * Hk, plan.n_nblocks, 1)
+            splits = (i32(B), i32(self.num_splits), i32(self.split_from), i64(self.part_offset)) if sm90 else ()
             self.dkdv = Launcher(
-                kernel, (B * Hk, plan.n_nblocks, 1), (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), smem, 10,
+                kernel, grid, (_SM90_THREADS if sm90 else cfg["dkdv_threads"], 1, 1), smem, 10,
                 (*strides("q", "k", "v", "do", "dk", "dv"),
                  i32(H), i32(H // Hk), i32(Hk), i32(n_q), i32(n_k), i32(n_q_pad),
                  group_sb, group_sh, i32(plan.n_mblocks), i32(plan.n_nblocks),
                  dp["col_ptr"], dp["row_idx"], dp["bwd_kind"], dp["n_order"], dp["n_levels"],
                  dp["bwd_payload_idx"], dp["bit_pool"], dp["intervals"], dp["interval_minmax"], dp["perm"],
-                 scale_log2, f32(scale), *maps("q", "do", "k", "v")))
+                 scale_log2, f32(scale), *splits, *maps("q", "do", "k", "v")))
+            if self.tail:
+                kernel = _merge_kernel(ctype, head_dim, device_id)
+                # arrays: dq_accum (the pieces after it), dk, dv
+                chunks = self.tail * tile[1] * head_dim // 4
+                self.merge = Launcher(
+                    kernel, (-(-chunks // _CONVERT_THREADS), 1, 1), (_CONVERT_THREADS, 1, 1), 0, 3,
+                    (i64(self.part_offset), *strides("dk", "dv"), i32(Hk), i32(H // Hk), i32(n_k), group_sb, group_sh,
+                     i32(plan.n_nblocks), i32(self.split_from), i32(self.tail), i32(self.num_splits), dp["n_order"],
+                     dp["n_levels"], dp["perm"]))
             if self.dq_pass:
                 kernel, smem = kernels["dq"]
                 # arrays: q, k, v, do, dq, lse_log2, delta
@@ -351,7 +399,8 @@ class _BackwardLaunch:
 
     def rebind(self, plan):
         """Run ``plan``, laid out as this launch's plan (``plans.rebind``), from now on."""
-        rebind([self.pre, self.dkdv, self.dq if self.dq_pass else self.convert], self.plan, plan)
+        rebind([self.pre, self.dkdv, self.dq if self.dq_pass else self.convert] + ([self.merge] if self.tail else []),
+               self.plan, plan)
         self.plan = plan
 
     def __call__(self, stream: int, do: int, q: int, k: int, v: int, out: int, lse: int, dq: int, dk: int, dv: int,
@@ -369,6 +418,8 @@ class _BackwardLaunch:
                 self.bound(stream, k, v, kv_bound)
             self.pre(stream, do, out, lse, lse_log2, delta, kv_bound, dq_exp)
             self.dkdv(stream, q, k, v, do, dk, dv, dq_accum, lse_log2, delta, dq_exp)
+            if self.tail:
+                self.merge(stream, dq_accum, dk, dv)
             if self.dq_pass:
                 self.dq(stream, q, k, v, do, dq, lse_log2, delta)
             else:

@@ -43,7 +43,7 @@ def num_splits_for(ctas: int, longest_row: int, smem: int, multiprocessors: int,
 # - a split piece's float32 partials (written by the piece, read by the combine kernel: 8 bytes a row and column at
 #   about 3 TB/s) against the 4 flops a row, column and key of the tensor cores (about 650 TFLOP/s over 132 SMs):
 #   the time of PIECE_KEYS keys of its row;
-# - the combine kernel's launch;
+# - the combine kernel's launch (the backward's merge alike);
 # and the least fraction of the forward's time a split must save to be taken, with the slack within which fewer
 # pieces are preferred to the soonest end.
 CTA_FIXED_BLOCKS = 2.5
@@ -53,10 +53,11 @@ TAIL_MIN_GAIN = 0.01
 TAIL_SLACK = 0.01
 
 
-def tail_splits_for(ctas: int, row_len: int, tile_n: int, slots: int) -> tuple[int, int]:
-    """How to split the last CTAs of a plan whose rows all visit ``row_len`` key blocks of ``tile_n`` keys, one CTA a
-    slot at a time: ``(num_splits, split_from)``, the CTAs from ``split_from`` on split ``num_splits`` ways
-    (forward_cta in gpu/common.cuh), or ``(1, ctas)`` for none.
+def tail_splits_for(ctas: int, row_len: int, slots: int, piece_blocks: float) -> tuple[int, int]:
+    """How to split the last CTAs of a launch whose CTAs all visit ``row_len`` blocks (the forward's key blocks, the
+    backward's query blocks), one CTA a slot at a time: ``(num_splits, split_from)``, the CTAs from ``split_from`` on
+    split ``num_splits`` ways (split_cta in gpu/common.cuh), or ``(1, ctas)`` for none. ``piece_blocks``: what a
+    piece's partials cost beyond its share of the row, in blocks (:func:`forward_piece_blocks`).
 
     Equal CTAs run in waves of ``slots``, so a last wave of few CTAs leaves most SMs idle as long as a whole one
     (FlashAttention's kernels take the same waves: 2048 CTAs of the dense 16k forward at D = 128 on 132 SMs are
@@ -74,7 +75,7 @@ def tail_splits_for(ctas: int, row_len: int, tile_n: int, slots: int) -> tuple[i
         for splits in range(2, min(MAX_SPLITS, row_len // 2) + 1):
             pieces = tail * splits
             time = ((waves - back) * whole + math.ceil(pieces / slots) * (row_len / splits + CTA_FIXED_BLOCKS)
-                    + pieces * PIECE_KEYS / tile_n + COMBINE_LAUNCH_BLOCKS)
+                    + pieces * piece_blocks + COMBINE_LAUNCH_BLOCKS)
             if time <= base * (1 - TAIL_MIN_GAIN):
                 candidates.append((time, pieces, splits, ctas - tail))
     if not candidates:
@@ -82,6 +83,11 @@ def tail_splits_for(ctas: int, row_len: int, tile_n: int, slots: int) -> tuple[i
     best = min(c[0] for c in candidates)
     _, _, splits, split_from = min((c for c in candidates if c[0] <= best + TAIL_SLACK * base), key=lambda c: c[1])
     return splits, split_from
+
+
+def forward_piece_blocks(tile_n: int) -> float:
+    """A forward piece's partials in key blocks of ``tile_n`` keys: the time of PIECE_KEYS keys of its row."""
+    return PIECE_KEYS / tile_n
 
 
 def forward(q, k, v, plan: BlockMask, scale: float, out=None, *, num_splits: int | None = None, pack: int = 1,
@@ -225,11 +231,12 @@ class _ForwardLaunch:
                 # their registers): split the last wave's CTAs; rows cut at run time (bounded) are not known here
                 if (num_splits == 1 and self.sm90 and not bounded and lengths is not None
                         and lengths.min() == longest):
-                    num_splits, split_from = tail_splits_for(ctas, longest, tile[1], multiprocessors(self.device_id))
+                    num_splits, split_from = tail_splits_for(ctas, longest, multiprocessors(self.device_id),
+                                                             forward_piece_blocks(tile[1]))
             self.num_splits = int(num_splits)
             if not 1 <= self.num_splits <= MAX_SPLITS:
                 raise ValueError(f"num_splits must lie in [1, {MAX_SPLITS}]; got {num_splits}")
-            # CTAs from split_from on are split (forward_cta, gpu/common.cuh): all of them, a tail or none
+            # CTAs from split_from on are split (split_cta, gpu/common.cuh): all of them, a tail or none
             self.split_from = ctas if self.num_splits == 1 else split_from
             self.tail = ctas - self.split_from
             out_like = cupy.empty(q.shape, dtype=q.dtype) if out is None else out
