@@ -4,7 +4,7 @@
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack and its split from common.cuh's split_cta (longest first across heads). TILE_M
 // is 128, or 192 at D <= 96; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 96
-// and 192, or 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
+// and 192, 176 at 128, 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
 // forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64
 // consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
@@ -92,12 +92,16 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 // - 128 x 80 at D = 256 (FlashAttention-3's there), which fits only without the alignment slack (ALIGN_SLACK) and
 //   without a node order's row tables; with bit tiles ptxas spills 32 bytes there. Plans with either keep 64 keys
 //   (kernels.sm90_forward_tile_takes).
-// Not kept: 192 x 80 and 192 x 64 at D = 128 (1.01-1.10x on full and causal, (n)); 128 x 160 and 128 x 176 at
-// D = 128 (0.97-1.17x, no direction, (o)).
+// - 128 x 176 at D = 128 (FlashAttention-3's non-causal tile), for plans that list almost no more work than at
+//   128 x 128 (kernels.SM90_FORWARD_MAX_WORK): 0.98x the time on full at 16k, 1.03-1.17x on documents and windows
+//   ((o), (q)).
+// Not kept: 192 x 80 and 192 x 64 at D = 128 (1.01-1.10x on full and causal, (n)); 128 x 160 at D = 128 (0.97-1.09x,
+// (o)).
 template <int D>
 constexpr int TILE_N = D <= 128 ? 128 : 64;
 template <int D, int TILE_M, int N>
-constexpr bool VALID_TILE = TILE_M == 128 ? N == TILE_N<D> || (D == 192 && N == 112) || (D == 256 && N == 80)
+constexpr bool VALID_TILE = TILE_M == 128 ? N == TILE_N<D> || (D == 128 && N == 176) || (D == 192 && N == 112)
+                                                || (D == 256 && N == 80)
                                           : TILE_M == 192 && (D <= 64 ? N == 128 : D == 96 && N == 112);
 // Bytes reserved to align the tiles to ALIGN: none at D = 256's 128 x 80, whose tiles fill all but 320 bytes of what
 // a block may opt into. The dynamic shared memory's base is 1024-byte aligned where a kernel has no static shared
@@ -137,8 +141,8 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   using namespace kv_stages;
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head dims 32 to 256");
   constexpr int CONSUMERS = sm90::CONSUMERS<TILE_M>;
-  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "the training tile, 192 x 128 up to D = 64, 192 x 112 at 96, 128 x 112 "
-                                              "at 192, 128 x 80 at 256");
+  static_assert(VALID_TILE<D, TILE_M, TILE_N>, "the training tile, 192 x 128 up to D = 64, 192 x 112 at 96, 128 x 176 "
+                                              "at 128, 128 x 112 at 192, 128 x 80 at 256");
   static_assert(!PERM || SM90_SMEM_BYTES<D, TILE_M, TILE_N> + ROW_TABLE_BYTES <= 232448,
                 "a node order's row tables fit beside the tiles (not at D = 256's 128 x 80)");
   constexpr int NB = TILE_N / 8;  // n8 fragments of S per warp

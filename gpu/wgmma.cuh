@@ -518,6 +518,9 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
       "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
 #define MASKATTN_WGMMA_ACC_N128(d)                                                                                    \
   MASKATTN_WGMMA_ACC_N64(d), MASKATTN_WGMMA_ACC_X4(d, 8), MASKATTN_WGMMA_ACC_X4(d, 12)
+#define MASKATTN_WGMMA_ACC_N176(d)                                                                                    \
+  MASKATTN_WGMMA_ACC_N128(d), MASKATTN_WGMMA_ACC_X4(d, 16), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]),           \
+      "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3])
 #define MASKATTN_WGMMA_ACC_N192(d)                                                                                    \
   MASKATTN_WGMMA_ACC_N128(d), MASKATTN_WGMMA_ACC_X4(d, 16), MASKATTN_WGMMA_ACC_X4(d, 20)
 #define MASKATTN_WGMMA_ACC_N256(d)                                                                                    \
@@ -544,6 +547,13 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+#define MASKATTN_WGMMA_D_N176                                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                                  \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                                  \
+  "%80, %81, %82, %83, %84, %85, %86, %87}, "
 #define MASKATTN_WGMMA_D_N192                                                                                         \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                           \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                  \
@@ -591,6 +601,7 @@ __device__ __forceinline__ void store_rows_sw128(T* g, RowOffset row_offset, con
   MASKATTN_WGMMA_SS(TYPE, ss_n80_ta, 80, 1, 0, 40, 41, 42)                                                            \
   MASKATTN_WGMMA_SS(TYPE, ss_n128, 128, 0, 0, 64, 65, 66)                                                             \
   MASKATTN_WGMMA_SS(TYPE, ss_n112, 112, 0, 0, 56, 57, 58)                                                             \
+  MASKATTN_WGMMA_SS(TYPE, ss_n176, 176, 0, 0, 88, 89, 90)                                                             \
   MASKATTN_WGMMA_SS(TYPE, ss_n64, 64, 0, 0, 32, 33, 34)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n32, 32, 0, 0, 16, 17, 18)                                                               \
   MASKATTN_WGMMA_SS(TYPE, ss_n128_tb, 128, 0, 1, 64, 65, 66)                                                          \
@@ -660,9 +671,9 @@ __device__ __forceinline__ void wgmma_rs_tnsp(float (&d)[NB][4], const unsigned 
   }
 }
 
-// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128, and 80 and 112 with B K-major),
+// d = A B (scale_d 0) or d += A B at the N of d (NB n8 fragments: N = 32, 64 or 128; 80, 112 and 176 with B K-major),
 // both operands in shared memory: TA / TB 0 for K-major, 1 for transposed (A M-major, B N-major) as the PTX ISA
-// names them; TA = 1 takes TB = 1 but at N = 80, and 112 takes both K-major.
+// names them; TA = 1 takes TB = 1 but at N = 80, and 112 and 176 take both K-major.
 template <typename T, int TA, int TB, int NB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long desc_a, unsigned long long desc_b,
                                          int scale_d) {
@@ -675,8 +686,8 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long d
       Mma::ss_n80(d, desc_a, desc_b, scale_d);
     }
   } else {
-    static_assert(NB == 4 || NB == 8 || NB == 16 || (!TA && !TB && NB == 14),
-                  "N = 32, 64, 80 or 128; 112 both K-major");
+    static_assert(NB == 4 || NB == 8 || NB == 16 || (!TA && !TB && (NB == 14 || NB == 22)),
+                  "N = 32, 64, 80 or 128; 112 and 176 both K-major");
     static_assert(TB || !TA, "A transposed takes B transposed");
     if constexpr (TA) {
       if constexpr (NB == 4) Mma::ss_n32_tnsp(d, desc_a, desc_b, scale_d);
@@ -690,6 +701,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[NB][4], unsigned long long d
       if constexpr (NB == 4) Mma::ss_n32(d, desc_a, desc_b, scale_d);
       if constexpr (NB == 8) Mma::ss_n64(d, desc_a, desc_b, scale_d);
       if constexpr (NB == 14) Mma::ss_n112(d, desc_a, desc_b, scale_d);
+      if constexpr (NB == 22) Mma::ss_n176(d, desc_a, desc_b, scale_d);
       if constexpr (NB == 16) Mma::ss_n128(d, desc_a, desc_b, scale_d);
     }
   }

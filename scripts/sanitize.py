@@ -13,7 +13,7 @@ MASKATTN_SM90=0); the one pass with its last wave split;
 plans in an order of their own, of intervals and of bits (rows gathered through perm: the wgmma producers' row
 tables, the mma.sync kernels' lookups); the decode forward (GQA packing, the 16 x 128 tile whose warps split the
 keys, split-KV and the combine kernel, also on the training tile and for a tail of the CTAs alone; per-sample key
-bounds, cache_seqlens, also on the training tile); forward-only plans at the 192-row tile (none, intervals, bits, perm,
+bounds, cache_seqlens, also on the training tile); forward-only plans at the larger tiles (none, intervals, bits, perm,
 splits, key bounds); and the plans of dense masks built on the GPU (gpu/dense_plan.cu), strided and broadcast ones
 included.
 """
@@ -90,14 +90,16 @@ for deterministic in (True, False):
 cp.cuda.Device().synchronize()
 print("last wave split backward ran")
 # forward-only plans at Hopper's larger tiles (fwd_sm90.cu: 192 rows, three consumers, at D <= 64, 192 x 112 at
-# D = 96, 128 x 112 at D = 192): no mask, intervals, bits, both with a node order; split-KV and per-sample key bounds
+# D = 96, 128 x 112 at D = 192, 128 x 80 at D = 256, 128 x 176 at D = 128): no mask, intervals, bits, both with a
+# node order; split-KV and per-sample key bounds
 bf16 = np.dtype(ml_dtypes.bfloat16)
 for spec, dtype, D in ((masks.full(n_q, n_k), np.float16, 64), (masks.causal(n_q, n_k), bf16, 64),
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 32), (dilated, bf16, 64),
                        (graph, np.float16, 64), (masks.causal(n_q, n_k), bf16, 192), (graph, np.float16, 96),
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), bf16, 96),
                        (masks.from_dense(rng.random((n_q, n_k)) < 0.3), np.float16, 192), (graph, bf16, 192),
-                       (masks.causal(n_q, n_k), bf16, 256), (masks.full(n_q, n_k), np.float16, 256)):
+                       (masks.causal(n_q, n_k), bf16, 256), (masks.full(n_q, n_k), np.float16, 256),
+                       (masks.full(n_q, n_k), bf16, 128)):
     plan = maskattn.compile_mask(spec, tile=cuda.tile_for(D, dtype, training=False))
     q = cp.asarray(rng.standard_normal((2, 4, spec.n_q, D)).astype(dtype))
     k, v = (cp.asarray(rng.standard_normal((2, 2, spec.n_k, D)).astype(dtype)) for _ in range(2))

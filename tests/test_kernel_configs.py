@@ -54,10 +54,10 @@ def test_elsewhere_the_mma_sync_kernels_run(monkeypatch):
 
 @pytest.mark.parametrize("head_dim", kernels.HEAD_DIMS)
 def test_forward_only_plans_take_the_larger_tile_where_it_exists(head_dim, hopper):
-    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 192 x 112 at 96, 128 x 112 at 192, 128 x 80 at
-    256 (its VALID_TILE)."""
-    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 96: (192, 112), 192: (128, 112),
-                                          256: (128, 80)}
+    """fwd_sm90.cu's forward-only tiles: 192 x 128 at D = 32 and 64, 192 x 112 at 96, 128 x 176 at 128, 128 x 112 at
+    192, 128 x 80 at 256 (its VALID_TILE)."""
+    assert kernels.SM90_FORWARD_TILES == {32: (192, 128), 64: (192, 128), 96: (192, 112), 128: (128, 176),
+                                          192: (128, 112), 256: (128, 80)}
     tile = kernels.tile_for(head_dim, "bfloat16", device=None, training=False)
     larger = kernels.SM90_FORWARD_TILES.get(head_dim)
     assert tile == (larger or kernels.tile_for(head_dim, "bfloat16", device=None))
@@ -96,14 +96,18 @@ def test_the_forward_takes_the_192_row_tile_where_the_mask_lists_little_more_wor
     assert kernels.forward_plan_pays(*plans, 64) == taller
 
 
-def test_d256_forward_only_tile_takes_no_node_order_or_bit_tiles():
-    """At D = 256 the 128 x 80 forward-only plan is taken for masks with intervals or none, not for those with bit
-    tiles (ptxas spills there) or a node order (its row tables do not fit); the launch check refuses them."""
-    tile = kernels.SM90_FORWARD_TILES[256]
+@pytest.mark.parametrize("head_dim, takes_intervals", [(128, False), (256, True)])
+def test_forward_only_tiles_that_take_some_plans(head_dim, takes_intervals):
+    """D = 128's 128 x 176 forward-only plan is taken for masks without partial tiles (the block-aligned one below),
+    D = 256's 128 x 80 for those with intervals too; neither for bit tiles or a node order (ptxas spills, or the row
+    tables do not fit); the launch check refuses them, and maskattn.attention runs the training tile's plan."""
+    tile = kernels.SM90_FORWARD_TILES[head_dim]
     rng = np.random.default_rng(0)
     graph = masks.from_graph(sp.random(600, 600, density=0.02, random_state=rng) + sp.eye(600))
-    for spec, takes in ((masks.causal(600), True), (masks.full(600), True),
+    blocks = np.arange(600)[:, None] // 128 + np.arange(600)[None] // tile[1] * 2
+    for spec, takes in ((masks.causal(600), takes_intervals), (masks.full(600), True),
+                        (masks.from_dense(blocks % 3 != 0), True),
                         (masks.from_dense(rng.random((600, 600)) < 0.3), False), (graph, False)):
-        plan, forward_plan = (compile_mask(spec, tile=t) for t in (kernels.sm90_tile(256), tile))
-        assert kernels.sm90_forward_tile_takes(256, forward_plan) == takes
-        assert kernels.forward_plan_pays(plan, forward_plan, 256) == takes
+        plan, forward_plan = (compile_mask(spec, tile=t) for t in (kernels.sm90_tile(head_dim), tile))
+        assert kernels.sm90_forward_tile_takes(head_dim, forward_plan) == takes
+        assert kernels.forward_plan_pays(plan, forward_plan, head_dim) == takes

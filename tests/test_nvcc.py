@@ -60,6 +60,10 @@ _SM90_KEYS_112 = [  # fwd_sm90.cu's forward-only tiles of 112 keys: 192 x 112 at
       "MASKATTN_MASK": mask}, True)
     for (d, m), mask in itertools.product(((96, 192), (192, 128)), ("MASK_NONE", "MASK_INTERVALS", "MASK_BITS"))
 ]
+_SM90_KEYS_176 = [  # D = 128's forward-only 128 x 176, for plans without partial tiles or a node order
+    ({"MASKATTN_DTYPE": dtype, "MASKATTN_HEAD_DIM": 128, "MASKATTN_TILE_M": 128, "MASKATTN_TILE_N": 176,
+      "MASKATTN_MASK": "MASK_NONE"}, True) for dtype in ("half_t", "bf16_t")
+]
 _SM90_KEYS_80 = [  # D = 256's forward-only 128 x 80, for plans without bit tiles or a node order
     ({"MASKATTN_DTYPE": dtype, "MASKATTN_HEAD_DIM": 256, "MASKATTN_TILE_M": 128, "MASKATTN_TILE_N": 80,
       "MASKATTN_MASK": mask}, True)
@@ -85,7 +89,7 @@ _BWD_SM90 = [(config, no_spill) for config, no_spill in _SM90 + _SM90_PADDED + _
 CONFIGS = {"fwd.cu": _FWD_MAIN + _FWD_OTHER + _PERM, "bwd.cu": _BWD_MAIN + _BWD_PERM,
            "fwd_sm90.cu": (_SM90 + _SM90_PERM + _SM90_PADDED + _SM90_PADDED_PERM + _SM90_WIDE + _SM90_WIDE_PERM
                            + _SM90_TILE_192 + _SM90_TILE_192_PERM + _SM90_KEYS_112 + _SM90_KEYS_112_PERM
-                           + _SM90_KEYS_80),
+                           + _SM90_KEYS_176 + _SM90_KEYS_80),
            "bwd_sm90.cu": _BWD_SM90 + [({**config, "MASKATTN_FIXED": "true"}, no_spill)
                                        for config, no_spill in _BWD_SM90]}
 

@@ -83,7 +83,8 @@ def _builds():
     yield "fwd_sm90.cu", [*(kernels.sm90_kernel_name("bf16_t", 128, "MASK_INTERVALS", perm) for perm in (False, True)),
                           kernels.sm90_kernel_name("half_t", 256, "MASK_BITS"),
                           kernels.sm90_kernel_name("bf16_t", 64, "MASK_BITS", tile=kernels.SM90_TILE_192),
-                          kernels.sm90_kernel_name("bf16_t", 192, "MASK_BITS", tile=kernels.SM90_FORWARD_TILES[192])], (
+                          kernels.sm90_kernel_name("bf16_t", 192, "MASK_BITS", tile=kernels.SM90_FORWARD_TILES[192]),
+                          kernels.sm90_kernel_name("half_t", 128, "MASK_NONE", tile=kernels.SM90_FORWARD_TILES[128])], (
         *options, "-arch=sm_90a")
     for deterministic, perm in ((True, False), (False, False), (True, True)):
         names = cuda_bwd.kernel_names("half_t", 64, (128, 128), "MASK_BITS", deterministic, perm=perm)

@@ -242,10 +242,11 @@ def attention(q, k, v, mask=None, *, scale=None, layout="bhnd", return_lse=False
         dtype.
     mask : maskattn.masks spec, BlockMask or None
         True = attend. A spec is compiled on first use for the backend's tile and cached on the spec; None is
-        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper at D <= 96, 192 and 256 a
-        spec's forward takes a larger tile (``tile_for(..., training=False)``: 192 x 128, 192 x 112, 128 x 112,
-        128 x 80) where its plan there lists at most 10% more work than the training tile's (at 256: without bit
-        tiles or a node order); a BlockMask runs at its own tile.
+        full attention. Queries and keys align bottom-right when n_q != n_k. On Hopper a spec's forward takes a
+        larger tile (``tile_for(..., training=False)``: 192 x 128, 192 x 112, 128 x 176, 128 x 112, 128 x 80 at
+        D <= 64, 96, 128, 192, 256) where its plan there lists at most 10% more work than the training tile's (at
+        128: without partial tiles; at 256: without bit tiles; at both without a node order); a BlockMask runs at
+        its own tile.
     scale : float, optional
         Default ``1 / sqrt(D)``.
     return_lse : bool

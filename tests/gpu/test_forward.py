@@ -79,25 +79,46 @@ def test_family_forward_only_tile(family, head_dim, dtype_name, rng):
     assert (plan.tile == kernels.SM90_FORWARD_TILES[head_dim]) == _hopper()
 
 
+@pytest.mark.parametrize("head_dim", [128, 256])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_forward_only_tile_d256(family, rng):
-    """D = 256's forward-only 128 x 80 tile (FlashAttention-3's; no alignment slack, the kernel traps on an unaligned
-    base): masks with intervals or none run it; the launch check refuses those with bit tiles or a node order
-    (kernels.sm90_forward_tile_takes), which maskattn.attention runs at the training tile."""
+def test_family_forward_only_tile_taking_some_plans(family, head_dim, rng):
+    """D = 128's forward-only 128 x 176 tile (FlashAttention-3's without a mask) runs masks without partial tiles;
+    D = 256's 128 x 80 (FlashAttention-3's; no alignment slack, the kernel traps on an unaligned base) those with
+    intervals or none. The launch check refuses the others (kernels.sm90_forward_tile_takes), which
+    maskattn.attention runs at the training tile."""
     spec = FAMILIES[family](rng)
-    plan = compile_mask(spec, tile=cuda.tile_for(256, _dtype("bfloat16"), training=False))
-    if _hopper() and not kernels.sm90_forward_tile_takes(256, plan):
+    plan = compile_mask(spec, tile=cuda.tile_for(head_dim, _dtype("bfloat16"), training=False))
+    if _hopper() and not kernels.sm90_forward_tile_takes(head_dim, plan):
         B, H, n_q, n_k = spec.shape
-        x = cp.zeros((B, H, n_q, 256), dtype=_dtype("bfloat16"))
-        y = cp.zeros((B, H, n_k, 256), dtype=_dtype("bfloat16"))
-        with pytest.raises(ValueError, match="takes no plan with a node order or bit tiles"):
+        x = cp.zeros((B, H, n_q, head_dim), dtype=_dtype("bfloat16"))
+        y = cp.zeros((B, H, n_k, head_dim), dtype=_dtype("bfloat16"))
+        with pytest.raises(ValueError, match="does not take this plan"):
             cuda.forward(x, y, y, plan, 0.0625)
     else:
-        plan = _run(spec, rng, "bfloat16", 256, training=False)
-        assert (plan.tile == kernels.SM90_FORWARD_TILES[256]) == _hopper()
+        plan = _run(spec, rng, "bfloat16", head_dim, training=False)
+        assert (plan.tile == kernels.SM90_FORWARD_TILES[head_dim]) == _hopper()
 
 
-@pytest.mark.parametrize("D", [64, 96, 192, 256])
+def _whole_tiles(rng, n_q, n_k, tile):
+    """A mask of whole tiles (about 60% of them seen; query block 1 sees nothing): no partial tile at ``tile``."""
+    seen = rng.random((-(-n_q // tile[0]), -(-n_k // tile[1]))) < 0.6
+    seen[1] = False
+    return masks.from_dense(np.repeat(np.repeat(seen, tile[0], axis=0), tile[1], axis=1)[:n_q, :n_k])
+
+
+@pytest.mark.parametrize("dtype_name, Hk, layout, n_q, n_k", [
+    ("bfloat16", 2, "bhnd", 1000, 1537), ("float16", 8, "bnhd", 1537, 1000), ("bfloat16", 1, "bnhd", 300, 3001),
+])
+def test_d128_forward_only_tile_over_whole_tiles(dtype_name, Hk, layout, n_q, n_k, rng):
+    """D = 128's 128 x 176 tile over block-sparse masks without partial tiles: odd lengths (the last key block
+    ragged), GQA and MQA, both layouts, a query block that sees nothing (zeros)."""
+    spec = _whole_tiles(rng, n_q, n_k, kernels.SM90_FORWARD_TILES[128])
+    plan = _run(spec, rng, dtype_name, 128, Hk=Hk, layout=layout, training=False)
+    if _hopper():
+        assert plan.tile == kernels.SM90_FORWARD_TILES[128] and plan.payload == "none"
+
+
+@pytest.mark.parametrize("D", [64, 96, 128, 192, 256])
 @pytest.mark.parametrize("num_splits, pack, bounded, layout", [
     (3, 1, False, "bnhd"), (1, 4, False, "bhnd"), (2, 1, True, "bhnd"), (1, 1, True, "bnhd"), (5, 2, True, "bhnd"),
 ])
@@ -105,7 +126,8 @@ def test_forward_only_tile_splits_packing_and_cache_lengths(num_splits, pack, bo
     """The forward-only tiles' other launch paths: split-KV partials, GQA heads packed into a tile's rows (Q by
     the producers' cp.async) and per-batch key counts, against the float64 reference of mask & (j < length)."""
     B, H, Hk, dtype = 3, 8, 2, _dtype("bfloat16")
-    spec = masks.sliding_window(N_Q, N_K, left=700, sinks=4)
+    # D = 128's forward-only tile takes no partial tiles (kernels.SM90_FORWARD_TAKES)
+    spec = masks.full(N_Q, N_K) if D == 128 else masks.sliding_window(N_Q, N_K, left=700, sinks=4)
     plan = compile_mask(spec.repeat_rows(pack), tile=cuda.tile_for(D, dtype, training=False))
     assert (plan.tile == kernels.SM90_FORWARD_TILES[D]) == _hopper()
     shapes = ((B, H, N_Q, D), (B, Hk, N_K, D), (B, Hk, N_K, D))

@@ -32,7 +32,9 @@
 # (p): D = 256's forward-only 128 x 80 tile merged (full 0.93x, causal 0.91x the 128 x 64 time; 0.970x FA4's dense
 # throughput); dense forwards split the last wave's CTAs (tail_splits_for: D = 96 full 0.96x, D = 128 0.985x, D = 64
 # 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). (q): the backward's last wave split merged (dense
-# backward 1.7% faster at D = 128 and 96); every GPU test of the forward and backward passed on that tree.
+# backward 1.7% faster at D = 128 and 96); every GPU test of the forward and backward passed on that tree. Then D = 128's
+# forward at 128 x 176 on plans without partial tiles (full 0.975x the 128 x 128 time; 0.969x FA4's throughput): its
+# forward-only tests passed; first on nvidia-h200 next, the tests it did not get (docs/bench/next/owed_tests.sh).
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail

@@ -53,11 +53,19 @@ SM90_HEAD_DIMS = HEAD_DIMS  # fwd_sm90.cu's instantiations, at 128 x sm90_tile_n
 # training keep those. Up to D = 64, 192 query rows: three consumer warpgroups (FlashAttention-3 and -4 take it
 # there); at D = 96, 192 x 112 (three consumers fit 112 keys without spills): 0.91-0.92x the time of 128 x 128 on
 # full, causal, documents and shared_question at 16k (H200, in turns; 128 x 160 1.01-1.05x; docs/performance.md,
-# 2026-11-29 (n)). At D = 192, 112 keys where the training tile takes 64 (FlashAttention-3's): 0.86x the time on
-# full and causal masks at 8k (96 keys 0.88-0.89x, (m)). At D = 256, 80 keys (FlashAttention-3's), for plans without
-# a node order or bit tiles (sm90_forward_tile_takes).
+# 2026-11-29 (n)). At D = 128, 176 keys (FlashAttention-3's tile without a mask), for plans without partial tiles
+# (SM90_FORWARD_TAKES): 0.98x the time on full at 16k, 1.03-1.17x on documents and windows ((o), (q)). At D = 192,
+# 112 keys where the training tile takes 64 (FlashAttention-3's): 0.86x the time on full and causal masks at 8k (96
+# keys 0.88-0.89x, (m)). At D = 256, 80 keys (FlashAttention-3's), for plans without a node order or bit tiles
+# (sm90_forward_tile_takes).
 SM90_TILE_192 = (192, 128)
-SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 96: (192, 112), 192: (128, 112), 256: (128, 80)}
+SM90_FORWARD_TILES = {32: SM90_TILE_192, 64: SM90_TILE_192, 96: (192, 112), 128: (128, 176), 192: (128, 112),
+                      256: (128, 80)}
+# The plans a head dim's forward-only tile takes, where not every one: (payloads, whether with a node order). At
+# D = 128 only those without partial tiles or a node order (with partial tiles 128 x 176 ran 0.99-1.17x the
+# 128 x 128 time; with a node order and intervals ptxas spills 40 bytes); at D = 256 no bit tiles (ptxas spills 32
+# bytes) and no node order (its row tables do not fit beside the tiles).
+SM90_FORWARD_TAKES = {128: (("none",), False), 256: (("none", "intervals"), False)}
 # How much more work (query rows x key columns of the listed tiles) a plan at a forward-only tile may carry than the
 # training tile's for the forward over it to be taken: the 192-row tile ran 0.88-0.93x the 128-row one's time
 # where it lists 1.01-1.03x the work (full, causal, documents), 0.92-0.98 at 1.11-1.12x (sliding windows, an RCM
@@ -158,8 +166,9 @@ def tile_for(head_dim: int, dtype, device: int | None = None, rows: int | None =
     training : bool, default True
         False: a plan for the forward only (inference), whose tile may be larger where the device's forward has a
         faster one (``SM90_FORWARD_TILES``): on Hopper at head dims 32 and 64, 192 x 128 (a third more query rows
-        per CTA share each K and V tile); at 96, 192 x 112; at 192, 128 x 112 (1.75x the keys a step); at 256,
-        128 x 80, for masks without a node order or bit tiles (``sm90_forward_tile_takes``). The
+        per CTA share each K and V tile); at 96, 192 x 112; at 128, 128 x 176 for masks without partial tiles; at
+        192, 128 x 112 (1.75x the keys a step); at 256, 128 x 80, for masks without a node order or bit tiles
+        (``sm90_forward_tile_takes``). The
         backward refuses such plans. Where a mask's structure is finer than the larger tile it lists more work
         (BigBird's 64-token blocks: 1.3x at 192 rows, 16k) and can be slower: ``forward_plan_pays`` is the rule
         ``maskattn.attention`` applies to a spec's two plans.
@@ -185,11 +194,11 @@ def forward_plan_pays(plan, forward_plan, head_dim: int) -> bool:
 
 
 def sm90_forward_tile_takes(head_dim: int, plan) -> bool:
-    """Whether fwd_sm90.cu runs a plan compiled for the head dim's forward-only tile: not one with a node order where
-    its row tables (ROW_TABLE_BYTES) do not fit beside the tiles, nor one with bit tiles at D = 256's 128 x 80 (ptxas
-    spills 32 bytes there); those take the training tile's plan."""
-    rows_fit = plan.perm is None or sm90_smem_bytes(head_dim, plan.tile) + ROW_TABLE_BYTES <= SM90_SMEM_OPTIN
-    return rows_fit and not (head_dim == 256 and plan.payload == "bits")
+    """Whether fwd_sm90.cu runs a plan compiled for the head dim's forward-only tile (SM90_FORWARD_TAKES: at D = 128's
+    128 x 176 none with partial tiles or a node order, at D = 256's 128 x 80 none with bit tiles or a node order);
+    those take the training tile's plan."""
+    payloads, perm = SM90_FORWARD_TAKES.get(head_dim, (MASK_MODES, True))
+    return plan.payload in payloads and (perm or plan.perm is None)
 
 
 def forward_only_tiles(head_dim: int, device: int | None) -> tuple:

@@ -83,9 +83,10 @@ def check_launch(plan: BlockMask, scale: float, q, k, v, *, pack: int = 1, forwa
                          f"{q.dtype} use {tile}{also}: compile_mask(spec, tile=tile_for(head_dim, dtype))")
     if plan.tile != tile and plan.tile == sm90_forward_tile(head_dim, q.device.id) and not sm90_forward_tile_takes(
             head_dim, plan):
-        raise ValueError(f"at head_dim {head_dim} the forward-only tile {plan.tile} takes no plan with a node order "
-                         f"or bit tiles; compile this mask for {tile}: compile_mask(spec, tile=tile_for(head_dim, "
-                         "dtype))")
+        order = " and a node order" if plan.perm is not None else ""
+        raise ValueError(f"at head_dim {head_dim} the forward-only tile {plan.tile} does not take this plan (payload "
+                         f"{plan.payload!r}{order}; kernels.sm90_forward_tile_takes); compile this mask for {tile}: "
+                         "compile_mask(spec, tile=tile_for(head_dim, dtype))")
     return ctype, plan.tile, scale
 
 
