@@ -35,6 +35,8 @@
 # backward 1.7% faster at D = 128 and 96); every GPU test of the forward and backward passed on that tree. Then D = 128's
 # forward at 128 x 176 on plans without partial tiles (full 0.975x the 128 x 128 time; 0.969x FA4's throughput): its
 # forward-only tests passed; first on nvidia-h200 next, the tests it did not get (docs/bench/next/owed_tests.sh).
+# Then causal's gap to FA4 (1.10x at D = 64, 8k, H = 32): docs/bench/next/probe_causal.py (in turns: causal against
+# the same tiles all FULL) says whether the diagonal's partial tiles or the schedule hold it.
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
