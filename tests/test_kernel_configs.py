@@ -100,7 +100,9 @@ def test_the_forward_takes_the_192_row_tile_where_the_mask_lists_little_more_wor
 def test_forward_only_tiles_that_take_some_plans(head_dim, takes_intervals):
     """D = 128's 128 x 176 forward-only plan is taken for masks without partial tiles (the block-aligned one below),
     D = 256's 128 x 80 for those with intervals too; neither for bit tiles or a node order (ptxas spills, or the row
-    tables do not fit); the launch check refuses them, and maskattn.attention runs the training tile's plan."""
+    tables do not fit); the launch check refuses them, and maskattn.attention runs the training tile's plan. At
+    D = 128 maskattn.attention compiles the second plan only where the training tile's has no partial tiles
+    (kernels.forward_plan_may_pay), so the block-aligned mask, whose 128 x 128 plan has some, keeps 128 x 128."""
     tile = kernels.SM90_FORWARD_TILES[head_dim]
     rng = np.random.default_rng(0)
     graph = masks.from_graph(sp.random(600, 600, density=0.02, random_state=rng) + sp.eye(600))
@@ -111,3 +113,5 @@ def test_forward_only_tiles_that_take_some_plans(head_dim, takes_intervals):
         plan, forward_plan = (compile_mask(spec, tile=t) for t in (kernels.sm90_tile(head_dim), tile))
         assert kernels.sm90_forward_tile_takes(head_dim, forward_plan) == takes
         assert kernels.forward_plan_pays(plan, forward_plan, head_dim) == takes
+        assert kernels.forward_plan_may_pay(plan, head_dim) == (takes_intervals or plan.payload == "none")
+    assert kernels.forward_plan_may_pay(compile_mask(masks.causal(600), tile=(192, 128)), 64)

@@ -41,6 +41,7 @@ class _Backend:
             self.forward_tile = lambda head_dim, dtype, rows: cuda.tile_for(head_dim, dtype, device_id, rows,
                                                                             training=False)
             self.forward_plan_pays = cuda.kernels.forward_plan_pays
+            self.forward_plan_may_pay = cuda.kernels.forward_plan_may_pay
             self.decode_rows = cuda.DECODE_ROWS
             self.xp = cupy_or_none()
             self.dtypes = ("float16", "bfloat16")
@@ -183,11 +184,12 @@ def _forward_plan(backend, mask, B, H, n_q, n_k, D, dtype) -> BlockMask:
     """The forward's plan. For a spec (or None), compiled for the training or decode tile, or for the backend's
     forward-only tile (Hopper's 192 rows at D <= 96, 112 keys at D = 96 and 192, 176 at 128, 80 at 256) where the
     mask lists little more work (kernels.forward_plan_pays; both plans are cached on the spec, and the backward
-    compiles the training one). A plan is taken as given, and so is a dense GPU mask's (planned on the device, its
-    work is not read back)."""
+    compiles the training one; kernels.forward_plan_may_pay says where the second is not worth compiling). A plan is
+    taken as given, and so is a dense GPU mask's (planned on the device, its work is not read back)."""
     plan = _resolve_plan(mask, B, H, n_q, n_k, backend.tile_for(D, dtype, rows=n_q))
     tile = backend.forward_tile(D, dtype, rows=n_q)
-    if tile == plan.tile or isinstance(mask, BlockMask) or not plan.on_host:
+    if (tile == plan.tile or isinstance(mask, BlockMask) or not plan.on_host
+            or not backend.forward_plan_may_pay(plan, D)):
         return plan
     forward_plan = _resolve_plan(mask, B, H, n_q, n_k, tile)
     return forward_plan if backend.forward_plan_pays(plan, forward_plan, D) else plan

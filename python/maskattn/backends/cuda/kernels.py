@@ -193,6 +193,16 @@ def forward_plan_pays(plan, forward_plan, head_dim: int) -> bool:
             and forward_plan.nnz * forward_plan.tile[0] * forward_plan.tile[1] <= SM90_FORWARD_MAX_WORK * work)
 
 
+def forward_plan_may_pay(plan, head_dim: int) -> bool:
+    """Whether a spec whose training-tile plan is ``plan`` is worth compiling for the head dim's forward-only tile
+    too: not where that tile takes no partial tiles (D = 128's 128 x 176, SM90_FORWARD_TAKES) and ``plan`` has some.
+    Such a mask has none at 176 keys only where its partial tiles at 128 keys vary along their columns alone, each
+    change at a multiple of 176; the others would be compiled twice to no use (a dense host mask's plan takes
+    milliseconds at 16k), so those few keep the training tile too."""
+    payloads, _ = SM90_FORWARD_TAKES.get(head_dim, (MASK_MODES, True))
+    return set(payloads) != {"none"} or plan.payload == "none"
+
+
 def sm90_forward_tile_takes(head_dim: int, plan) -> bool:
     """Whether fwd_sm90.cu runs a plan compiled for the head dim's forward-only tile (SM90_FORWARD_TAKES: at D = 128's
     128 x 176 none with partial tiles or a node order, at D = 256's 128 x 80 none with bit tiles or a node order);
