@@ -4,9 +4,9 @@
 // split-KV partials and GQA row packing included: the CTA's query block rank in m_order and its head group
 // b * H / pack + h / pack and its split from common.cuh's split_cta (longest first across heads). TILE_M
 // is 128, or 192 at D <= 96; TILE_N is sm90::TILE_N<D> (128 up to D = 128, 64 at 192 and 256), or 112 at D = 96
-// and 192, 176 at 128, 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the others are for
-// forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and TILE_M / 64
-// consumers:
+// and 192, 176 at 128, 80 at 256 (sm90::VALID_TILE lists the pairs). The training tiles are 128 x TILE_N<D>; the
+// others are for forward-only plans (the backward's kernels take the training tiles). One producer warpgroup and
+// TILE_M / 64 consumers:
 // - warpgroup 0 produces: Q's tile (once), then each listed key block's K and V tiles (two stages each) into
 //   128-byte-swizzled shared memory, announced on mbarriers: by the copy engine from one thread through the tensor
 //   maps q_map, k_map and v_map (tma.cuh; Q by cp.async of the warpgroup where GQA packing interleaves heads in its
@@ -92,9 +92,9 @@ constexpr int ALIGN = 1024;         // the 128-byte swizzle repeats every 8 rows
 // - 128 x 80 at D = 256 (FlashAttention-3's there), which fits only without the alignment slack (ALIGN_SLACK) and
 //   without a node order's row tables; with bit tiles ptxas spills 32 bytes there. Plans with either keep 64 keys
 //   (kernels.sm90_forward_tile_takes).
-// - 128 x 176 at D = 128 (FlashAttention-3's non-causal tile), for plans that list almost no more work than at
-//   128 x 128 (kernels.SM90_FORWARD_MAX_WORK): 0.98x the time on full at 16k, 1.03-1.17x on documents and windows
-//   ((o), (q)).
+// - 128 x 176 at D = 128 (FlashAttention-3's non-causal tile), for plans without partial tiles or a node order
+//   (kernels.SM90_FORWARD_TAKES): 0.975x the time of 128 x 128 on full at 16k ((q)); with partial tiles 0.99-1.17x
+//   on causal, documents and windows ((o)), and with a node order and intervals ptxas spills 40 bytes.
 // Not kept: 192 x 80 and 192 x 64 at D = 128 (1.01-1.10x on full and causal, (n)); 128 x 160 at D = 128 (0.97-1.09x,
 // (o)).
 template <int D>
