@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
   constexpr int DB = D / 8;       // n8 fragments of O per warp
   constexpr int KS = TILE_N / 16;  // k16 steps of P V
   constexpr int TILE = TILE_BYTES<TILE_N, D>;  // a stage of K or V
+  constexpr bool TWO_BODIES = MASK != MASK_NONE && !PERM && !(D <= 64 && TILE_M == 128);
 
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned smem_raw = smem_addr(smem);
@@ -336,10 +337,14 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
     pin_registers(s);
     softmax_scores(entry, 0, rescale);
     pack_probabilities();
-#pragma unroll 1
-    for (int i = 1; i < n_entries; ++i) {
+    // Key block i. With TWO_BODIES the loop inlines this step twice, its mask test known at compile time: whole
+    // tiles run a body without mask code (as the unmasked kernel's), partial ones their own. In turns against one
+    // body on an H200 (scripts/kernel_ab.py, docs/performance.md (r)): 0.94x the time on causal at D = 256, 0.96 at
+    // D = 192, 0.98 at 128, 0.99 on windows, documents, BigBird and shared_question (16k D = 128), 1.00 at D = 64's
+    // 192-row tile; 1.015 on causal at D <= 64's 128-row (training) tile, which keeps one body, as plans with a node
+    // order do (not timed; with bits at D = 192's 128 x 112 ptxas spilled 4 bytes).
+    auto key_step = [&](int i, bool partial) {
       const int stage = i & 1, prev = stage ^ 1;
-      entry = read_entry(e_begin + i);
       // V of the block before is waited for only once S is issued, as FlashAttention-4's intra-warpgroup overlap
       // does: 2-8% faster up to D = 192 (dense D = 64 within 1%), 1% slower at 256 (H200, docs/performance.md,
       // 2026-11-28 (f))
@@ -353,7 +358,7 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
       pass_turn();
       wgmma_wait<1>();
       pin_registers(s);
-      softmax_scores(entry, stage, rescale);
+      softmax_scores(Entry{entry.n_block, partial}, stage, rescale);
       // At D = 256 a fence keeps the wait for P V below the softmax: without it ptxas hoists the wait to the top of
       // the softmax's basic block (to interleave the packing of P with the exponentials), and the softmax then runs
       // after P V instead of under it (read off the SASS). Measured on an H200 (scripts/kernel_ab.py, against the
@@ -373,6 +378,16 @@ __global__ void __launch_bounds__(sm90::THREADS<TILE_M>, 1)
         acc_o[j][3] *= rescale[1];
       }
       pack_probabilities();
+    };
+#pragma unroll 1
+    for (int i = 1; i < n_entries; ++i) {
+      entry = read_entry(e_begin + i);
+      if constexpr (TWO_BODIES) {
+        if (entry.partial) key_step(i, true);
+        else key_step(i, false);
+      } else {
+        key_step(i, entry.partial);
+      }
     }
     const int last = (n_entries - 1) & 1;
     mbarrier_wait(barrier(V_FULL + last), ((n_entries - 1) >> 1) & 1);

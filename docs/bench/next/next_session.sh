@@ -34,9 +34,11 @@
 # 0.97x the unsplit time; D = 96 full now 0.99x Flex FLASH). (q): the backward's last wave split merged (dense
 # backward 1.7% faster at D = 128 and 96); every GPU test of the forward and backward passed on that tree. Then D = 128's
 # forward at 128 x 176 on plans without partial tiles (full 0.975x the 128 x 128 time; 0.969x FA4's throughput): its
-# forward-only tests passed; first on nvidia-h200 next, the tests it did not get (docs/bench/next/owed_tests.sh).
-# Then causal's gap to FA4 (1.10x at D = 64, 8k, H = 32): docs/bench/next/probe_causal.py (in turns: causal against
-# the same tiles all FULL) says whether the diagonal's partial tiles or the schedule hold it.
+# forward-only tests passed. (r): every GPU test passed on (q)'s tree; causal's gap at D = 64 (probe_causal.py): 3.6%
+# the interval kernel itself, 3.4% the partial tiles' masks, 5% per tile the shorter rows. Merged: one key-loop body
+# for whole tiles and one for partial ones in the forward (causal 0.94-0.98x at D = 128-256; not at D = 64). First on
+# nvidia-h200 next: docs/bench/next/owed_tests.sh (its remaining tests and sanitizers). The 3.6% at D = 64's 192-row
+# tile is not the consumers' loop body (two bodies read 0.996): look at the producer's per-entry payload reads next.
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
