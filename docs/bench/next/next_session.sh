@@ -39,6 +39,7 @@
 # for whole tiles and one for partial ones in the forward (causal 0.94-0.98x at D = 128-256; not at D = 64). First on
 # nvidia-h200 next: docs/bench/next/owed_tests.sh (its remaining tests and sanitizers). The 3.6% at D = 64's 192-row
 # tile is not the consumers' loop body (two bodies read 0.996): look at the producer's per-entry payload reads next.
+# Prepared: docs/bench/next/entry_ahead.sh (each entry's kind read a step ahead for the two bodies' branch).
 # Leads ((l)): the dense plan's classify runs at 3.56 TB/s of 4.12, the fill kernel 0.011 ms beside it (scripts/probe_dense_plan.py). Dropped, do not retry: the 8-tile classify (64 KB static shared memory),
 # more loads a thread or more CTAs an SM in it ((l) call 10); see (k)'s file for the kernel ideas dropped before.
 set -uo pipefail
